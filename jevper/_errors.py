@@ -1,0 +1,79 @@
+"""The one error tree of jevper.
+
+Every error the library raises on purpose is a ``JevperError``; the tree is shallow on purpose::
+
+    JevperError
+     ├── InvalidQuestionError    the question, or a setting it is asked with, cannot be sent as given
+     ├── LabelReadoutError       the model answered prose where a label was asked for (after one retry),
+     │                           or the server returned no distribution to read a label from
+     ├── IncompleteAnswerError   the server says the answer was cut off; names the budget field to raise
+     ├── MalformedAnswerError    a body or an answer that does not fit what was asked for
+     └── ProviderError           the server (or the connection to it) refused; carries the HTTP status
+                                 and the server's own words
+
+Each message says what was expected, what arrived, and what to do about it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "IncompleteAnswerError",
+    "InvalidQuestionError",
+    "JevperError",
+    "LabelReadoutError",
+    "MalformedAnswerError",
+    "ProviderError",
+]
+
+
+class JevperError(Exception):
+    """The root of every error jevper raises on purpose."""
+
+
+class InvalidQuestionError(JevperError, ValueError):
+    """A question, or a setting it is asked with, cannot be sent as given."""
+
+
+class LabelReadoutError(JevperError):
+    """No label could be read at the answer token: prose, a missing distribution, or no anchor."""
+
+
+class IncompleteAnswerError(JevperError):
+    """The server reports that the answer was cut off by a budget.
+
+    ``field`` names the request field to raise (``max_tokens``, ``max_output_tokens``).
+    """
+
+    def __init__(self, message: str, *, field: str | None = None, finish: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.finish = finish
+
+
+class MalformedAnswerError(JevperError):
+    """A response body, or the answer inside it, does not have the shape that was asked for."""
+
+
+class ProviderError(JevperError):
+    """The server refused the request, or could not be reached.
+
+    ``status`` is the HTTP status (``None`` for a connection failure or a 200 carrying an error) and
+    ``server_message`` the server's own words, unedited.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None,
+        server_message: str,
+        kind: str = "other",
+        field: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.server_message = server_message
+        #: how the wording table classified the refusal, e.g. "missing_route", "unknown_model"
+        self.kind = kind
+        #: the request field the server named, when it named one
+        self.field = field

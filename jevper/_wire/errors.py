@@ -1,0 +1,178 @@
+"""Refusals as each server words them: parse the body once, classify it once, from one table.
+
+The table below is the only place in jevper that looks inside a server's error message. Everything
+else asks ``ErrorBody.kind`` and ``ErrorBody.field``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from jevper._errors import ProviderError
+from jevper._wire.result import ErrorBody, ErrorShape
+
+#: What a refusal can mean to the client.
+ERROR_KINDS = (
+    "missing_route",  # the path does not exist on this server: another surface may
+    "unknown_model",  # the model id is wrong: no other surface will help
+    "logprobs_refused",  # the surface will not carry a distribution
+    "field_refused",  # a request field was refused (``field`` names it when the wording does)
+    "system_position",  # a system turn after a user turn
+    "role_refused",  # a message role the server does not take
+    "embedded",  # a 200 whose body is an error
+    "other",
+)
+
+
+@dataclass(frozen=True)
+class Wording:
+    """One server's way of saying one thing."""
+
+    server: str
+    status: int | None  # None: any status
+    pattern: re.Pattern[str]
+    kind: str
+    field: str | None = None  # fixed field name, or None to take the pattern's `field` group
+
+
+def _w(server: str, status: int | None, pattern: str, kind: str, field: str | None = None) -> Wording:
+    return Wording(server, status, re.compile(pattern), kind, field)
+
+
+# Facts from the reference measurements and from recordings of the embedded llama.cpp; first match wins.
+WORDINGS: tuple[Wording, ...] = (
+    _w(
+        "llama.cpp",
+        400,
+        r"top_logprobs requires logprobs to be set to true",
+        "logprobs_refused",
+        "top_logprobs",
+    ),
+    _w("llama.cpp", 400, r"^Field '(?P<field>[^']+)'", "field_refused"),
+    _w("ollama", 400, r"invalid (?P<field>\w+) value", "field_refused"),
+    _w("LM Studio", 400, r"Expected boolean, received number", "field_refused"),
+    _w("vLLM", 400, r"(?P<field>max_tokens)=\d+ cannot be greater than", "field_refused"),
+    _w("vLLM", 400, r"body\.(?P<field>output_config|thinking)\b", "field_refused"),
+    _w("SGLang", 400, r"\b(?P<field>thinking|output_config)\b", "field_refused"),
+    _w("OpenAI", 400, r"Unrecognized request argument supplied: (?P<field>\w+)", "field_refused"),
+    _w("vLLM, SGLang, llama.cpp", None, r"System message must be at the beginning", "system_position"),
+    _w("SGLang", 400, r"Unexpected message role", "role_refused"),
+    _w("ollama", 404, r"model \"[^\"]+\" not found", "unknown_model"),
+    _w("vLLM", 404, r"The model `[^`]+` does not exist", "unknown_model"),
+    _w("vLLM, SGLang", 404, r"^Not Found$", "missing_route"),
+    _w("ollama", 404, r"^404 page not found$", "missing_route"),
+    _w("llama.cpp", 404, r"^File Not Found$", "missing_route"),
+    _w("LM Studio", 200, r"^Unexpected endpoint or method", "embedded"),
+)
+
+
+def read_error(status: int | None, body: bytes | str, *, model: str | None = None) -> ErrorBody:
+    """Parse and classify a refusal body of any shape; never raises on a strange body."""
+    text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
+    shape, message = _parse(text)
+    return classify(ErrorBody(status, message, shape, _names(message, model)))
+
+
+def embedded_error(body: Mapping[str, Any], *, model: str | None = None) -> ErrorBody | None:
+    """A 200 body that is an error in disguise (LM Studio's unknown path, a proxy's failure)."""
+    # Responses bodies carry "error": null on success; only a truthy error counts.
+    if not body.get("error") or body.get("choices") or body.get("content"):
+        return None
+    shape, message = _from_object(dict(body))
+    return classify(ErrorBody(200, message, shape, _names(message, model)))
+
+
+def classify(error: ErrorBody) -> ErrorBody:
+    for wording in WORDINGS:
+        if wording.status is not None and error.status is not None and wording.status != error.status:
+            continue
+        found = wording.pattern.search(error.message)
+        if found:
+            field = wording.field or found.groupdict().get("field")
+            return replace(error, kind=wording.kind, field=field, server=wording.server)
+    if error.status == 404:
+        return replace(error, kind="unknown_model" if error.names_model else "missing_route")
+    return error
+
+
+def _names(message: str, model: str | None) -> bool:
+    return model is not None and model != "" and model in message
+
+
+def _parse(text: str) -> tuple[ErrorShape, str]:
+    if not text.strip():
+        return "empty", ""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return "text", text.strip()
+    if isinstance(value, str):
+        return "string", value
+    if isinstance(value, Mapping):
+        return _from_object(dict(value))
+    return "text", text.strip()
+
+
+def _from_object(value: dict[str, Any]) -> tuple[ErrorShape, str]:
+    error = value.get("error")
+    if isinstance(error, Mapping):
+        message = error.get("message")
+        return "object", message if isinstance(message, str) else _compact(error)
+    if isinstance(error, str):
+        return "object", error
+    detail = value.get("detail")
+    if isinstance(detail, str):
+        return "detail", detail
+    if isinstance(detail, list):
+        # FastAPI validation errors: a list of {"loc": [...], "msg": "..."}.
+        parts = [
+            f"{'.'.join(str(p) for p in d.get('loc', ()))}: {d.get('msg', '')}"
+            if isinstance(d, Mapping)
+            else str(d)
+            for d in detail
+        ]
+        return "detail", "; ".join(parts)
+    message = value.get("message")
+    if isinstance(message, str):
+        return "object", message
+    return "object", _compact(value)
+
+
+def _compact(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))[:2000]
+
+
+_ADVICE = {
+    "missing_route": "this server has no such route; use another api= surface (api='auto' finds one)",
+    "unknown_model": "check the model= id against the server's /v1/models",
+    "logprobs_refused": "this surface carries no logprobs here; use api='chat_completions' or "
+    "method='structured'",
+    "field_refused": "the server refused a request field; remove or correct it (extra_body is sent as given)",
+    "system_position": "keep system turns first; jevper folds a state's system turns into its own",
+    "role_refused": "keep state turns to the system, user and assistant roles",
+    "embedded": "the server answered 200 with an error body; check the base_url and the route",
+    "other": "see the server's words above",
+}
+
+
+def provider_error(error: ErrorBody, surface: str) -> ProviderError:
+    """The ProviderError for a classified refusal, worded for the caller."""
+    status = "answered 200 with an error" if error.status == 200 else f"answered {error.status}"
+    if error.status is None:
+        status = "could not be reached"
+    named = f" (field {error.field!r})" if error.field else ""
+    message = (
+        f"{surface}: expected an answer, but the server {status}{named}: {error.message!r}; "
+        f"{_ADVICE.get(error.kind, _ADVICE['other'])}"
+    )
+    return ProviderError(
+        message,
+        status=error.status,
+        server_message=error.message,
+        kind=error.kind,
+        field=error.field,
+    )

@@ -1,0 +1,118 @@
+"""Anthropic Messages: build the request body, read the response body."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from jevper._errors import InvalidQuestionError
+from jevper._wire import _read as r
+from jevper._wire.errors import embedded_error, provider_error
+from jevper._wire.request import WireRequest
+from jevper._wire.result import WireResult, WireUsage
+
+SURFACE: Final = "messages"
+#: The API has no default output budget and vLLM and SGLang require one, so one is always sent.
+DEFAULT_MAX_TOKENS = 1024
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def build(request: WireRequest) -> dict[str, Any]:
+    """The JSON body for POST /v1/messages."""
+    budget = request.thinking_budget
+    body: dict[str, Any] = {
+        "model": request.model,
+        "system": request.system,
+        "messages": [{"role": t.role, "content": t.content} for t in request.turns],
+        # The thinking budget must stay strictly below max_tokens, so it is added on top.
+        "max_tokens": DEFAULT_MAX_TOKENS + (budget or 0),
+    }
+    if budget is not None:
+        body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+    if request.schema is not None:
+        body["output_config"] = {
+            "format": {"type": "json_schema", "schema": fold_bounds(request.schema.schema)}
+        }
+    extra = dict(request.extra_body)
+    caller_max = extra.get("max_tokens")
+    if budget is not None and isinstance(caller_max, int) and caller_max <= budget:
+        raise InvalidQuestionError(
+            f"messages: expected extra_body max_tokens above the thinking budget ({budget}), got "
+            f"{caller_max}; the API requires budget_tokens < max_tokens — raise max_tokens or lower "
+            "ReasoningConfig(budget_tokens=...)"
+        )
+    body.update(extra)
+    for name in request.omit:
+        body.pop(name, None)
+    return body
+
+
+def fold_bounds(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The schema with each numeric bound moved into its field's description (the API refuses bounds)."""
+    folded: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _BOUNDS:
+            continue
+        if isinstance(value, Mapping):
+            value = (
+                fold_bounds(value)
+                if key not in ("properties", "$defs")
+                else {
+                    name: fold_bounds(sub) if isinstance(sub, Mapping) else sub for name, sub in value.items()
+                }
+            )
+        elif isinstance(value, list):
+            value = [fold_bounds(v) if isinstance(v, Mapping) else v for v in value]
+        folded[key] = value
+    bounds = [f"{key} {schema[key]}" for key in _BOUNDS if key in schema]
+    if bounds:
+        described = str(schema.get("description", "")).strip()
+        folded["description"] = f"{described} ({', '.join(bounds)})".strip()
+    return folded
+
+
+def read(body: Mapping[str, Any], *, model: str | None = None) -> WireResult:
+    """Normalize a Messages body: text blocks are the answer, thinking blocks the trace."""
+    r.mapping(SURFACE, "the body", body)
+    error = embedded_error(body, model=model)
+    if error is not None:
+        raise provider_error(error, SURFACE)
+    blocks = r.seq(SURFACE, "content", body.get("content"))
+    texts: list[str] = []
+    traces: list[str] = []
+    types: list[str] = []
+    for i, block_value in enumerate(blocks):
+        block = r.mapping(SURFACE, f"content[{i}]", block_value)
+        kind = r.string(SURFACE, f"content[{i}].type", block.get("type"))
+        types.append(kind)
+        if kind == "text":
+            texts.append(r.string(SURFACE, f"content[{i}].text", block.get("text")))
+        elif kind == "thinking":
+            trace = r.opt_str(SURFACE, f"content[{i}].thinking", block.get("thinking"))
+            if trace:
+                traces.append(trace)
+    stop = r.opt_str(SURFACE, "stop_reason", body.get("stop_reason"))
+    return WireResult(
+        surface=SURFACE,
+        text="".join(texts) if texts else None,
+        reasoning="\n".join(traces) if traces else None,
+        reasoning_field="thinking" if traces else None,
+        logprobs=None,  # the API has no field for them
+        finish=stop,
+        truncated_by="max_tokens" if stop == "max_tokens" else None,
+        choices=1,
+        content_types=tuple(types),
+        usage=_usage(body),
+        raw=body,
+    )
+
+
+def _usage(body: Mapping[str, Any]) -> WireUsage:
+    usage = r.opt_mapping(SURFACE, "usage", body.get("usage")) or {}
+    cached = r.opt_count(SURFACE, "usage.cache_read_input_tokens", usage.get("cache_read_input_tokens"))
+    return WireUsage(
+        prompt_tokens=r.opt_count(SURFACE, "usage.input_tokens", usage.get("input_tokens")),
+        completion_tokens=r.opt_count(SURFACE, "usage.output_tokens", usage.get("output_tokens")),
+        cached_tokens=cached,
+        cached_tokens_path="usage.cache_read_input_tokens" if cached is not None else None,
+    )

@@ -1,0 +1,62 @@
+"""The normalized values every surface reader produces: one shape, whatever the wire said."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Surface = Literal["chat_completions", "responses", "messages"]
+SURFACES: tuple[Surface, ...] = ("chat_completions", "responses", "messages")
+
+ErrorShape = Literal["object", "detail", "string", "text", "empty"]
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token, its logprob, and the alternatives the server listed for that position."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...]  # alternatives, in the server's order
+
+
+@dataclass(frozen=True)
+class WireUsage:
+    """Token counts as the server reported them; ``None`` wherever the server said nothing."""
+
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cached_tokens: int | None  # None when the server says nothing; 0 kept as 0
+    cached_tokens_path: str | None  # where the cached count was read, e.g. "usage.cache_read_input_tokens"
+
+
+@dataclass(frozen=True)
+class WireResult:
+    """One response body of any surface, normalized."""
+
+    surface: Surface
+    text: str | None  # the answer text (first choice / output_text / text blocks)
+    reasoning: str | None  # any trace, wherever it was
+    reasoning_field: str | None  # "reasoning", "reasoning_content", "thinking", "reasoning_text",
+    # "summary_text" or "inline" (a <think> block inside the answer text)
+    logprobs: tuple[TokenLogprob, ...] | None  # None = no logprob field at all; () = an empty list
+    finish: str | None  # finish_reason / status / stop_reason as the server said it
+    truncated_by: str | None  # the budget field to raise when the server says the answer was cut
+    choices: int  # how many choices / message outputs came back
+    content_types: tuple[str, ...]  # block / part types seen
+    usage: WireUsage
+    raw: Mapping[str, Any]  # the parsed body, for evidence
+
+
+@dataclass(frozen=True)
+class ErrorBody:
+    """A refusal as the server worded it, classified once by the wording table in ``errors``."""
+
+    status: int | None
+    message: str  # the server's own words
+    shape: ErrorShape
+    names_model: bool  # does the message quote the requested model id?
+    kind: str = "other"  # see errors.ERROR_KINDS
+    field: str | None = None  # the request field the server named, when the table knows it
+    server: str | None = None  # whose wording matched, when one did
