@@ -1,0 +1,170 @@
+"""The probe catalogue: 45 declarative requests loaded from the TOML files of `jevper.probes`.
+
+A probe is data. How its request is composed lives in `compose.py`; how its answer becomes a verdict
+lives in `classifiers.py`, under the name the probe gives.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any, Literal, cast
+
+Surface = Literal["chat_completions", "responses", "messages"]
+SURFACES: tuple[Surface, ...] = ("chat_completions", "responses", "messages")
+
+#: The probe files, in the order the runner sends them (the catalogue's order).
+PROBE_FILES = ("chat.toml", "responses.toml", "messages.toml")
+#: The other data files of the package, which hold no probes.
+DATA_FILES = ("presets.toml", "topics.toml", "reference.toml")
+
+_PROBE_KEYS = {
+    "id",
+    "topic",
+    "asks",
+    "decides",
+    "classifier",
+    "deterministic",
+    "path",
+    "method",
+    "prompt",
+    "thinking_off",
+    "model",
+    "body",
+    "drop",
+    "raw_body",
+    "prime_with",
+    "request_of",
+}
+
+
+class CatalogueError(ValueError):
+    """A catalogue file does not say what a probe needs; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One canonical request and the name of the classifier that turns its answer into a verdict."""
+
+    id: str
+    surface: Surface
+    topic: str
+    method: str
+    path: str  # relative to the base URL, which ends in /v1
+    asks: str
+    decides: str
+    classifier: str
+    deterministic: bool  # the verdict does not depend on what the model chose to say
+    prompt: str = "standard"
+    thinking_off: bool = True
+    model: str | None = None  # a literal model id instead of the preset's
+    body: Mapping[str, Any] = field(default_factory=dict)
+    drop: tuple[str, ...] = ()
+    raw_body: str | None = None  # sent as-is instead of a composed JSON body
+    prime_with: str | None = None  # send this probe's request first, in the same cassette
+    request_of: str | None = None  # send that probe's request instead of composing one
+
+
+@dataclass(frozen=True)
+class Topic:
+    id: str
+    title: str
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    probes: tuple[Probe, ...]
+    topics: tuple[Topic, ...]
+
+    def __len__(self) -> int:
+        return len(self.probes)
+
+    def get(self, probe_id: str) -> Probe:
+        for probe in self.probes:
+            if probe.id == probe_id:
+                return probe
+        raise KeyError(f"no probe named {probe_id!r}; `python -m jevper.probe --list` shows the ids")
+
+    def select(self, patterns: Sequence[str] | None) -> tuple[Probe, ...]:
+        """The probes whose id matches any glob, in catalogue order (all of them for no pattern)."""
+        if not patterns:
+            return self.probes
+        return tuple(p for p in self.probes if any(fnmatch.fnmatchcase(p.id, g) for g in patterns))
+
+    def topic(self, topic_id: str) -> Topic:
+        for topic in self.topics:
+            if topic.id == topic_id:
+                return topic
+        raise KeyError(topic_id)
+
+
+def read_data(name: str) -> dict[str, Any]:
+    """Parse one TOML file shipped in `jevper.probes`."""
+    text = resources.files("jevper.probes").joinpath(name).read_text(encoding="utf-8")
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogueError(f"probes/{name} is not valid TOML: {exc}") from exc
+
+
+def _probe(raw: Mapping[str, Any], defaults: Mapping[str, Any], source: str) -> Probe:
+    unknown = set(raw) - _PROBE_KEYS
+    if unknown:
+        raise CatalogueError(f"probes/{source}: probe {raw.get('id')!r} has unknown keys {sorted(unknown)}")
+    for key in ("id", "topic", "asks", "decides", "classifier", "deterministic"):
+        if key not in raw:
+            raise CatalogueError(f"probes/{source}: probe {raw.get('id')!r} needs {key!r}")
+    surface = defaults.get("surface")
+    if surface not in SURFACES:
+        raise CatalogueError(f"probes/{source}: expected surface one of {SURFACES}, got {surface!r}")
+    return Probe(
+        id=raw["id"],
+        surface=cast(Surface, surface),
+        topic=raw["topic"],
+        method=raw.get("method", "POST"),
+        path=raw.get("path", defaults.get("path", "")),
+        asks=raw["asks"],
+        decides=raw["decides"],
+        classifier=raw["classifier"],
+        deterministic=bool(raw["deterministic"]),
+        prompt=raw.get("prompt", "standard"),
+        thinking_off=bool(raw.get("thinking_off", True)),
+        model=raw.get("model"),
+        body=dict(raw.get("body", {})),
+        drop=tuple(raw.get("drop", ())),
+        raw_body=raw.get("raw_body"),
+        prime_with=raw.get("prime_with"),
+        request_of=raw.get("request_of"),
+    )
+
+
+@cache
+def load_catalogue() -> Catalogue:
+    """The 45 probes in catalogue order, with the topics their matrices are drawn in."""
+    probes: list[Probe] = []
+    for name in PROBE_FILES:
+        data = read_data(name)
+        defaults = {k: v for k, v in data.items() if k != "probe"}
+        probes.extend(_probe(raw, defaults, name) for raw in data.get("probe", []))
+    topics = tuple(Topic(id=t["id"], title=t["title"]) for t in read_data("topics.toml")["topic"])
+    _check(probes, topics)
+    return Catalogue(probes=tuple(probes), topics=topics)
+
+
+def _check(probes: Sequence[Probe], topics: Sequence[Topic]) -> None:
+    ids = [p.id for p in probes]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise CatalogueError(f"probe ids must be unique; repeated: {duplicates}")
+    topic_ids = {t.id for t in topics}
+    for index, probe in enumerate(probes):
+        if probe.topic not in topic_ids:
+            raise CatalogueError(f"{probe.id}: topic {probe.topic!r} is not one of {sorted(topic_ids)}")
+        for ref in (probe.prime_with, probe.request_of):
+            # A referenced request must come earlier, so a full run sends it first anyway.
+            if ref is not None and ref not in ids[:index]:
+                raise CatalogueError(f"{probe.id}: refers to {ref!r}, which is not an earlier probe")

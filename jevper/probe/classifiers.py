@@ -1,0 +1,484 @@
+"""Named classifiers: each turns a probe's recorded exchanges into (outcome, verdict, evidence).
+
+A probe names its classifier in the catalogue; `CLASSIFIERS` is filled by the `@classifier`
+decorator, so a test can check that every name the catalogue uses exists and every classifier is used.
+Bodies are read through `jevper._wire`, the same readers the client uses.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from jevper._errors import JevperError
+from jevper._wire import ErrorBody, WireResult, read, read_error
+from jevper.probe.catalogue import Probe
+from jevper.probe.prompts import LABELS
+from jevper.probe.recording import Exchange
+from jevper.probe.results import Outcome
+from jevper.probe.verify import excerpt, expected_actual, plural, words
+
+CANARY = "JEVPER-PROBE"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: Outcome
+    text: str  # the matrix cell
+    evidence: str  # a short excerpt of what came back
+
+
+Classifier = Callable[[Probe, Sequence[Exchange]], Verdict]
+CLASSIFIERS: dict[str, Classifier] = {}
+
+
+def classifier(fn: Classifier) -> Classifier:
+    CLASSIFIERS[fn.__name__] = fn
+    return fn
+
+
+def classify(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """The verdict for one probe; a probe with no exchange, or a body no reader takes, is a fault."""
+    if not exchanges:
+        return Verdict("fault", "no exchange was recorded", "")
+    try:
+        return CLASSIFIERS[probe.classifier](probe, exchanges)
+    except JevperError as exc:
+        last = exchanges[-1]
+        return Verdict("fault", f"{last.status}, unreadable body: {exc}", excerpt(last.text))
+
+
+# --- reading helpers -------------------------------------------------------------------------------
+
+
+def _model(exchange: Exchange) -> str | None:
+    body = exchange.request_body
+    return body.get("model") if isinstance(body, Mapping) else None
+
+
+def _error(exchange: Exchange) -> ErrorBody:
+    return read_error(exchange.status, exchange.text, model=_model(exchange))
+
+
+def _refused(exchange: Exchange, prefix: str = "refused") -> Verdict:
+    error = _error(exchange)
+    return Verdict("refused", f"{prefix}: {exchange.status} {words(error.message)}", excerpt(exchange.text))
+
+
+def _wire(probe: Probe, exchange: Exchange) -> WireResult:
+    body = exchange.json()
+    if not isinstance(body, Mapping):
+        from jevper._errors import MalformedAnswerError
+
+        raise MalformedAnswerError(expected_actual("a JSON object", excerpt(exchange.text, 60)))
+    return read(probe.surface, body, model=_model(exchange))
+
+
+def _asked(exchange: Exchange, field: str) -> Any:
+    body = exchange.request_body
+    return body.get(field) if isinstance(body, Mapping) else None
+
+
+def _is_label(token: str) -> bool:
+    return token.strip() in LABELS
+
+
+def _trace(result: WireResult) -> str:
+    if result.reasoning is None:
+        return "no trace"
+    return f"trace in {result.reasoning_field} ({plural(len(result.reasoning), 'character')})"
+
+
+def _answer(result: WireResult) -> str:
+    return json.dumps(excerpt(result.text or "", 60), ensure_ascii=False)
+
+
+# --- classifiers -----------------------------------------------------------------------------------
+
+
+@classifier
+def answer_alternatives(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """How many alternatives the first answer token carries, and whether the labels are among them."""
+    last = exchanges[-1]
+    if last.status != 200:
+        return _refused(last)
+    result = _wire(probe, last)
+    asked = _asked(last, "top_logprobs")
+    asked_text = f"asked for {asked}" if asked is not None else "none asked for"
+    if result.logprobs is None:
+        return Verdict("ignored", f"accepted, but no logprobs came back ({asked_text})", excerpt(last.text))
+    if not result.logprobs:
+        return Verdict("ignored", f"an empty logprob list ({asked_text})", excerpt(last.text))
+    first = result.logprobs[0]
+    labels = sorted({t.strip() for t, _ in first.top if _is_label(t)})
+    among = f"labels {', '.join(labels)} among them" if labels else "no label among them"
+    tops = ", ".join(repr(t) for t, _ in first.top[:6])
+    return Verdict(
+        "supported",
+        f"{plural(len(first.top), 'alternative')} ({asked_text}); {among}",
+        f"first token {first.token!r}; alternatives {tops}{'…' if len(first.top) > 6 else ''}",
+    )
+
+
+@classifier
+def tops_without_logprobs(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """top_logprobs sent alone: refused, or accepted with or without logprobs."""
+    last = exchanges[-1]
+    if last.status != 200:
+        return _refused(last)
+    result = _wire(probe, last)
+    if result.logprobs:
+        count = len(result.logprobs[0].top)
+        return Verdict(
+            "supported",
+            f"accepted; logprobs sent anyway ({plural(count, 'alternative')})",
+            excerpt(last.text),
+        )
+    return Verdict("ignored", "accepted; no logprobs without logprobs: true", excerpt(last.text))
+
+
+@classifier
+def per_token_entries(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """One logprob entry per generated token? Anything after the answer text?"""
+    last = exchanges[-1]
+    if last.status != 200:
+        return _refused(last)
+    result = _wire(probe, last)
+    if not result.logprobs:
+        return Verdict("ignored", "no logprob entries came back", excerpt(last.text))
+    entries = result.logprobs
+    completion = result.usage.completion_tokens
+    counted = f" for {plural(completion, 'completion token')}" if completion is not None else ""
+    text = result.text or ""
+    joined = ""
+    trailing: list[str] = []
+    for entry in entries:
+        if len(joined) >= len(text) and text.startswith(joined):
+            trailing.append(entry.token)
+        joined += entry.token
+    tail = f"trailing non-text tokens {trailing!r}" if trailing else "no trailing non-text token"
+    return Verdict(
+        "info",
+        f"{plural(len(entries), 'entry')}{counted}; {tail}",
+        f"last tokens {[e.token for e in entries[-3:]]!r}; text ends {json.dumps(text[-30:])}",
+    )
+
+
+@classifier
+def first_token(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """Is the first generated token a label, and where did any reasoning trace go?"""
+    last = exchanges[-1]
+    if last.status != 200:
+        return _refused(last)
+    result = _wire(probe, last)
+    if not result.logprobs:
+        start = "no logprobs" if result.logprobs is None else "an empty logprob list"
+        return Verdict("info", f"{start}; answer {_answer(result)}; {_trace(result)}", excerpt(last.text))
+    token = result.logprobs[0].token
+    kind = "a label" if _is_label(token) else "not a label"
+    return Verdict(
+        "info",
+        f"first token {token!r} is {kind}; {_trace(result)}",
+        f"answer {_answer(result)}",
+    )
+
+
+@classifier
+def unknown_model(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """A 404 that names the model, a 200 that ignored it, or another refusal."""
+    last = exchanges[-1]
+    if last.status == 200:
+        answered = last.json()
+        served = answered.get("model") if isinstance(answered, Mapping) else None
+        return Verdict("ignored", f"ignored, 200 (answered as {served!r})", excerpt(last.text))
+    error = _error(last)
+    naming = "naming the model" if error.names_model else "not naming the model"
+    return Verdict("refused", f"{last.status} {naming}: {words(error.message)}", excerpt(last.text))
+
+
+_SHAPES = {
+    "object": '{"error": …}',
+    "detail": '{"detail": …}',
+    "string": "a bare JSON string",
+    "text": "plain text",
+    "empty": "an empty body",
+}
+
+
+@classifier
+def error_shape(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """The status and the shape of the body a refusal arrives in."""
+    last = exchanges[-1]
+    error = _error(last)
+    if last.status == 200:
+        body = last.json()
+        if isinstance(body, Mapping) and body.get("error"):
+            return Verdict("info", f"200 with an embedded error: {words(error.message)}", excerpt(last.text))
+        return Verdict("ignored", "200, answered as if nothing was wrong", excerpt(last.text))
+    return Verdict(
+        "refused",
+        f"{last.status}, {_SHAPES[error.shape]}: {words(error.message)}",
+        excerpt(last.text),
+    )
+
+
+@classifier
+def choices_count(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """How many choices came back for n: 2."""
+    last = exchanges[-1]
+    if last.status != 200:
+        return _refused(last)
+    result = _wire(probe, last)
+    asked = _asked(last, "n")
+    outcome: Outcome = "supported" if result.choices == asked else "ignored"
+    return Verdict(outcome, f"accepted, {plural(result.choices, 'choice')} back", excerpt(last.text))
+
+
+@classifier
+def accepted_or_refused(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """A field or turn the server either takes (200) or refuses in its own words."""
+    last = exchanges[-1]
+    if last.status != 200:
+        return _refused(last)
+    result = _wire(probe, last)
+    return Verdict("supported", f"accepted, 200; answer {_answer(result)}", excerpt(last.text))
+
+
+@classifier
+def ignored_or_refused(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """A field with no visible effect when taken: ignored (200) or refused in the server's words."""
+    last = exchanges[-1]
+    if last.status != 200:
+        return _refused(last)
+    result = _wire(probe, last)
+    return Verdict("ignored", f"accepted and ignored, 200; answer {_answer(result)}", excerpt(last.text))
+
+
+@classifier
+def grammar_obeyed(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """Does the answer obey a grammar that allows only the labels?"""
+    last = exchanges[-1]
+    if last.status != 200:
+        return _refused(last)
+    result = _wire(probe, last)
+    if result.text is not None and result.text.strip() in LABELS:
+        return Verdict("supported", f"honoured: the answer is {_answer(result)}", excerpt(last.text))
+    return Verdict(
+        "ignored",
+        f"ignored: {expected_actual('one of A, B, C', _answer(result))}",
+        excerpt(last.text),
+    )
+
+
+@classifier
+def schema_canary(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """A schema whose only legal answer names a constant the prompt never mentions: enforced?"""
+    last = exchanges[-1]
+    if last.status != 200:
+        return _refused(last)
+    result = _wire(probe, last)
+    try:
+        answer = json.loads(result.text or "")
+    except json.JSONDecodeError:
+        answer = None
+    if isinstance(answer, Mapping) and answer.get("canary") == CANARY:
+        return Verdict("supported", f"enforced: the answer names {CANARY}", f"answer {_answer(result)}")
+    return Verdict(
+        "ignored",
+        f"ignored: {expected_actual(json.dumps({'canary': CANARY}), _answer(result))}",
+        excerpt(last.text),
+    )
+
+
+@classifier
+def budget_honoured(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """max_completion_tokens: 1 without max_tokens — did the answer stop at one token?"""
+    last = exchanges[-1]
+    if last.status != 200:
+        return _refused(last)
+    result = _wire(probe, last)
+    used = result.usage.completion_tokens
+    limit = _asked(last, "max_completion_tokens")
+    if used is not None and limit is not None and used <= limit:
+        return Verdict("supported", f"honoured: {plural(used, 'completion token')}", excerpt(last.text))
+    return Verdict(
+        "ignored",
+        "ignored: "
+        + expected_actual(f"at most {limit} completion token", f"{used} (finish {result.finish})"),
+        excerpt(last.text),
+    )
+
+
+@classifier
+def trace_after_switch(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """A thinking switch was accepted or refused; if accepted, did a trace still arrive?"""
+    last = exchanges[-1]
+    if last.status != 200:
+        return _refused(last)
+    result = _wire(probe, last)
+    if result.reasoning is None:
+        return Verdict("supported", "accepted; no trace arrived", f"answer {_answer(result)}")
+    return Verdict("ignored", f"accepted, but a {_trace(result)} still arrived", excerpt(last.text))
+
+
+def _cache_paths(result: WireResult) -> list[str]:
+    found = []
+    if result.usage.cached_tokens_path is not None:
+        found.append(f"{result.usage.cached_tokens_path} = {result.usage.cached_tokens}")
+    timings = result.raw.get("timings")
+    if (
+        isinstance(timings, Mapping)
+        and "cache_n" in timings
+        and result.usage.cached_tokens_path != "timings.cache_n"
+    ):
+        found.append(f"timings.cache_n = {timings['cache_n']}")
+    return found
+
+
+@classifier
+def cached_tokens(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """Where the server reports cached prompt tokens, and how many it reported."""
+    last = exchanges[-1]
+    if last.status != 200:
+        return _refused(last)
+    result = _wire(probe, last)
+    prompt = result.usage.prompt_tokens
+    of = f" of {prompt} prompt tokens" if prompt is not None else ""
+    found = _cache_paths(result)
+    if not found:
+        return Verdict("info", f"no cached-token count reported{of}", excerpt(result.raw.get("usage", {})))
+    usage = {
+        "usage": result.raw.get("usage"),
+        **({"timings": result.raw["timings"]} if "timings" in result.raw else {}),
+    }
+    return Verdict("info", f"{'; '.join(found)}{of}", excerpt(usage))
+
+
+@classifier
+def responses_logprobs(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """Real logprobs on the output_text part, an empty list, or a refusal."""
+    last = exchanges[-1]
+    if last.status != 200:
+        return _refused(last)
+    result = _wire(probe, last)
+    if result.logprobs is None:
+        return Verdict("ignored", "accepted; no logprobs field on the output", excerpt(last.text))
+    if not result.logprobs:
+        return Verdict("ignored", "accepted; an empty logprob list", excerpt(last.text))
+    count = len(result.logprobs[0].top)
+    return Verdict(
+        "supported",
+        f"real logprobs: {plural(len(result.logprobs), 'entry')}, "
+        f"{plural(count, 'alternative')} on the first",
+        excerpt([e.token for e in result.logprobs[:6]]),
+    )
+
+
+@classifier
+def output_shape(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """The status and the item / part types of a Responses answer."""
+    last = exchanges[-1]
+    if last.status != 200:
+        return _refused(last)
+    result = _wire(probe, last)
+    shape = ", ".join(result.content_types) or "nothing"
+    return Verdict(
+        "supported", f"200; output parts: {shape}; status {result.finish}", f"answer {_answer(result)}"
+    )
+
+
+@classifier
+def input_parts_seen(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """input_text parts against the string form: the same input token count means the same text."""
+    last = exchanges[-1]
+    if last.status != 200:
+        return _refused(last)
+    result = _wire(probe, last)
+    parts = result.usage.prompt_tokens
+    baseline = None
+    if len(exchanges) > 1 and exchanges[0].status == 200:
+        baseline = _wire(probe, exchanges[0]).usage.prompt_tokens
+    if parts is not None and parts == baseline:
+        return Verdict(
+            "supported",
+            f"200; the parts reached the model as text ({parts} input tokens, as for the string form)",
+            f"answer {_answer(result)}",
+        )
+    return Verdict(
+        "ignored",
+        f"200, but {expected_actual(f'{baseline} input tokens (string form)', f'{parts}')}",
+        excerpt(last.text),
+    )
+
+
+@classifier
+def truncation_signal(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """A small max_output_tokens: does the body say the answer was cut?"""
+    last = exchanges[-1]
+    if last.status != 200:
+        return _refused(last)
+    result = _wire(probe, last)
+    details = result.raw.get("incomplete_details")
+    reason = details.get("reason") if isinstance(details, Mapping) else None
+    if result.finish == "incomplete":
+        return Verdict(
+            "supported",
+            f"incomplete / {reason}",
+            excerpt({"status": result.finish, "incomplete_details": details}),
+        )
+    used = result.usage.completion_tokens
+    return Verdict(
+        "ignored",
+        f"{result.finish}, no incomplete_details "
+        f"({plural(used or 0, 'output token')}; answer {_answer(result)})",
+        excerpt(last.text),
+    )
+
+
+@classifier
+def message_blocks(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """Does the Messages route exist; which blocks and stop_reason come back?"""
+    last = exchanges[-1]
+    if last.status != 200:
+        return _refused(last, "no route" if last.status == 404 else "refused")
+    result = _wire(probe, last)
+    blocks = ", ".join(result.content_types) or "none"
+    return Verdict(
+        "supported",
+        f"route exists; blocks: {blocks}; stop_reason {result.finish}",
+        f"answer {_answer(result)}",
+    )
+
+
+@classifier
+def thinking_blocks(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """thinking enabled with a budget: refused, ignored, or answered with thinking blocks."""
+    last = exchanges[-1]
+    if last.status != 200:
+        return _refused(last)
+    result = _wire(probe, last)
+    blocks = ", ".join(result.content_types) or "none"
+    if "thinking" in result.content_types:
+        return Verdict("supported", f"accepted; thinking blocks back (blocks: {blocks})", excerpt(last.text))
+    return Verdict(
+        "ignored",
+        f"accepted; no thinking block back (blocks: {blocks}; stop_reason {result.finish})",
+        f"answer {_answer(result)}",
+    )
+
+
+@classifier
+def required_or_defaulted(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """max_tokens omitted: required in the server's words, or a default applied."""
+    last = exchanges[-1]
+    if last.status != 200:
+        return _refused(last, "required")
+    result = _wire(probe, last)
+    used = result.usage.completion_tokens
+    return Verdict(
+        "info",
+        f"defaulted: answered without it ({plural(used or 0, 'output token')}, stop_reason {result.finish})",
+        f"answer {_answer(result)}",
+    )

@@ -1,0 +1,61 @@
+"""Turn a probe into the HTTP request(s) it sends, for one preset and model.
+
+Body order: model, the prompt's fields, the reproducible fields (temperature 0, a fixed seed), the
+preset's thinking-off field (unless the probe turns it off), then the probe's own body; `drop` last.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from jevper.probe.catalogue import Catalogue, Probe
+from jevper.probe.presets import Preset, reproducible_fields
+from jevper.probe.prompts import prompt_fields
+
+
+@dataclass(frozen=True)
+class ProbeRequest:
+    method: str
+    path: str  # relative to the base URL
+    content: bytes  # the exact bytes sent
+    json_body: Any  # the parsed body, None when the probe sends bytes that are not JSON
+
+    def describe(self) -> str:
+        shown = (
+            json.dumps(self.json_body, indent=2, ensure_ascii=False)
+            if self.json_body is not None
+            else self.content.decode("utf-8", "replace")
+        )
+        return f"{self.method} {self.path}\n{shown}"
+
+
+def encode(body: Any) -> bytes:
+    """One canonical JSON encoding, so a replay sends exactly the bytes that were recorded."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def compose(probe: Probe, catalogue: Catalogue, preset: Preset) -> ProbeRequest:
+    """The probe's own request (the one its verdict reads)."""
+    if probe.request_of is not None:
+        return compose(catalogue.get(probe.request_of), catalogue, preset)
+    if probe.raw_body is not None:
+        return ProbeRequest(probe.method, probe.path, probe.raw_body.encode("utf-8"), None)
+    body: dict[str, Any] = {"model": probe.model or preset.model}
+    body.update(prompt_fields(probe.prompt, probe.surface))
+    body.update(reproducible_fields())
+    if probe.thinking_off:
+        body.update(preset.thinking_off[probe.surface])
+    body.update(probe.body)
+    for key in probe.drop:
+        body.pop(key, None)
+    return ProbeRequest(probe.method, probe.path, encode(body), body)
+
+
+def requests_for(probe: Probe, catalogue: Catalogue, preset: Preset) -> tuple[ProbeRequest, ...]:
+    """Every request the probe sends, in order: its primer (if any), then its own."""
+    own = compose(probe, catalogue, preset)
+    if probe.prime_with is None:
+        return (own,)
+    return (compose(catalogue.get(probe.prime_with), catalogue, preset), own)

@@ -1,0 +1,125 @@
+"""The prompts the probes send: a labelled classification question over a short state, and variants.
+
+The long prompt is laid out as examples, then the question, then the state, so that two requests
+differing only in the state share everything before it — which is what the caching probes measure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from jevper.probe.catalogue import Surface
+
+SYSTEM = "You classify customer messages. Reply with the letter of exactly one option and nothing else."
+QUESTION = (
+    "Question: what is the customer's intent?\n"
+    "A: billing (money, invoices, refunds, charges)\n"
+    "B: technical (errors, crashes, login or performance problems)\n"
+    "C: sales (pricing, plans, purchasing, upgrades)"
+)
+STATE = "I was charged twice for the same subscription this month."
+VARIED_STATE = "The app crashes every time I open the settings page on my phone."
+LABELS = ("A", "B", "C")
+
+_SUBJECTS = (
+    "my team account",
+    "the family plan",
+    "our office subscription",
+    "the annual licence",
+    "my student membership",
+    "the shared workspace",
+    "our small shop's account",
+    "the trial I started last week",
+    "my partner's profile",
+    "the reseller account",
+    "our school district plan",
+    "my old archive account",
+    "the nonprofit discount plan",
+    "the mobile-only tier",
+    "our agency's seat bundle",
+)
+_TEMPLATES = (
+    (
+        "A",
+        "Hello, I looked at the invoice for {s} and there is a charge I do not recognise from the "
+        "fourteenth; could you explain it and refund it if it was a mistake?",
+    ),
+    (
+        "B",
+        "Since yesterday {s} will not let me sign in: the page spins for a minute and then shows an "
+        "error code that the help centre does not mention anywhere.",
+    ),
+    (
+        "C",
+        "We are thinking about moving {s} to a bigger plan next quarter; what would the price be for "
+        "twenty more seats, and is there a discount for paying yearly?",
+    ),
+)
+
+
+def long_examples() -> str:
+    """Forty-five worked examples, about 2,000 tokens, always the same text."""
+    lines = ["Here are examples of messages and the answer each one should get.", ""]
+    for subject in _SUBJECTS:
+        for label, template in _TEMPLATES:
+            lines += [f"Message: {template.format(s=subject)}", f"Answer: {label}", ""]
+    return "\n".join(lines)
+
+
+def _user(state: str, *, examples: bool = False) -> str:
+    head = f"{long_examples()}\n" if examples else ""
+    return f"{head}{QUESTION}\n\nState: {state}\n\nAnswer with A, B or C."
+
+
+#: A prompt layout: an ordered list of (role, text) turns. A `system` turn first goes into the
+#: Messages API's top-level `system` field unless the layout keeps it inline.
+Turns = tuple[tuple[str, str], ...]
+
+_LAYOUTS: Mapping[str, Callable[[], Turns]] = {
+    "standard": lambda: (("system", SYSTEM), ("user", _user(STATE))),
+    "long": lambda: (("system", SYSTEM), ("user", _user(STATE, examples=True))),
+    "long-state-varied": lambda: (("system", SYSTEM), ("user", _user(VARIED_STATE, examples=True))),
+    "explain": lambda: (
+        ("system", "You answer questions in plain, complete sentences."),
+        ("user", "In two or three sentences, explain why the sky looks blue during the day."),
+    ),
+    "canary": lambda: (
+        ("system", "You answer with one JSON object."),
+        ("user", "Name one colour and one fruit."),
+    ),
+    "developer": lambda: (("developer", SYSTEM), ("user", _user(STATE))),
+    "system-after-user": lambda: (
+        ("system", SYSTEM),
+        ("user", _user(STATE)),
+        ("system", "Remember: one letter only."),
+    ),
+    "system-turn": lambda: (("system", SYSTEM), ("user", _user(STATE))),
+    "input-text-parts": lambda: (("system", SYSTEM), ("user", _user(STATE))),
+}
+
+PROMPTS = tuple(_LAYOUTS)
+
+
+def prompt_fields(layout: str, surface: Surface) -> dict[str, Any]:
+    """The body fields carrying the prompt on one surface: messages, input, or system + messages."""
+    if layout not in _LAYOUTS:
+        raise KeyError(f"expected a prompt layout among {PROMPTS}, got {layout!r}")
+    turns = _LAYOUTS[layout]()
+    if surface == "chat_completions":
+        return {"messages": [{"role": role, "content": text} for role, text in turns]}
+    if surface == "responses":
+        if layout == "input-text-parts":
+            return {
+                "input": [
+                    {"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]}
+                    for role, text in turns
+                ]
+            }
+        return {"input": [{"type": "message", "role": role, "content": text} for role, text in turns]}
+    fields: dict[str, Any] = {}
+    if turns[0][0] == "system" and layout != "system-turn":
+        fields["system"] = turns[0][1]
+        turns = turns[1:]
+    fields["messages"] = [{"role": role, "content": text} for role, text in turns]
+    return fields

@@ -1,0 +1,160 @@
+"""Reports from fixtures alone: per-recording pages, the capability matrices, the docs tables.
+
+Every generated file says it is generated and by which command; a test regenerates them and fails
+when the committed copies differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import jinja2
+from tabulate import tabulate
+
+from jevper.probe.catalogue import Catalogue, load_catalogue
+from jevper.probe.reference import TRANSCRIBED_FROM, load_reference, transcribed_recording
+from jevper.probe.results import Layout, Recording, iter_recordings
+
+REPORT_COMMAND = "python -m jevper.probe report"
+DOCS_BEGIN = "<!-- generated: "
+DOCS_END = "<!-- end generated -->"
+CELL = 90
+
+_ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("jevper.probe", "templates"),
+    autoescape=False,  # Markdown, not HTML
+    keep_trailing_newline=True,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    undefined=jinja2.StrictUndefined,
+)
+
+
+def _cell(text: str, limit: int = CELL) -> str:
+    text = " ".join(text.split()).replace("|", "\\|")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def columns(layout: Layout) -> list[Recording]:
+    """Recorded columns first (by key), then the transcribed reference columns."""
+    recorded = [r for r in iter_recordings(layout) if r.provenance == "recorded"]
+    transcribed = [transcribed_recording(ref) for ref in load_reference().values()]
+    return recorded + transcribed
+
+
+def provenance_line(recording: Recording) -> str:
+    if recording.provenance == "recorded":
+        return (
+            f"`{recording.key}`: recorded live ({recording.server} {recording.release}, "
+            f"{recording.model_name}, {recording.recorded_on})"
+        )
+    return (
+        f"`{recording.key}`: {TRANSCRIBED_FROM} ({recording.server} {recording.release}, {recording.model})"
+    )
+
+
+def _column_title(recording: Recording) -> str:
+    suffix = "" if recording.provenance == "recorded" else " (transcribed)"
+    return f"{recording.server} {recording.release}{suffix}"
+
+
+def topic_table(
+    topic_id: str, recordings: Sequence[Recording], catalogue: Catalogue, *, link: bool = True
+) -> str:
+    headers = ["probe", *(_column_title(r) for r in recordings)]
+    rows = []
+    for probe in catalogue.probes:
+        if probe.topic != topic_id:
+            continue
+        row = [f"`{probe.id}`"]
+        for recording in recordings:
+            result = recording.result(probe.id)
+            if result is None:
+                row.append("not recorded")
+                continue
+            text = _cell(result.verdict)
+            if link and recording.provenance == "recorded":
+                text = f"{text} ([evidence]({recording.key}.md#{probe.id}))"
+            elif recording.provenance == "transcribed" and result.outcome == "not-run":
+                text = "—"
+            row.append(text)
+        rows.append(row)
+    return str(tabulate(rows, headers=headers, tablefmt="github"))
+
+
+def render_recording(recording: Recording, catalogue: Catalogue) -> str:
+    return _ENV.get_template("recording.md.j2").render(
+        recording=recording,
+        probes=catalogue.probes,
+        command=REPORT_COMMAND,
+        provenance=provenance_line(recording),
+        cell=_cell,
+    )
+
+
+def render_capabilities(recordings: Sequence[Recording], catalogue: Catalogue) -> str:
+    tables = [(topic.title, topic_table(topic.id, recordings, catalogue)) for topic in catalogue.topics]
+    return _ENV.get_template("capabilities.md.j2").render(
+        tables=tables,
+        provenance=[provenance_line(r) for r in recordings],
+        command=REPORT_COMMAND,
+    )
+
+
+def render_docs_tables(recordings: Sequence[Recording], catalogue: Catalogue) -> str:
+    tables = [
+        (topic.title, topic_table(topic.id, recordings, catalogue, link=False)) for topic in catalogue.topics
+    ]
+    return _ENV.get_template("docs-tables.md.j2").render(
+        tables=tables, provenance=[provenance_line(r) for r in recordings], command=REPORT_COMMAND
+    )
+
+
+def replace_generated(page: str, generated: str) -> str:
+    """The page with the text between the generated markers replaced; prose around it kept."""
+    start = page.find(DOCS_BEGIN)
+    end = page.find(DOCS_END)
+    if start < 0 or end < start:
+        raise ValueError(f"expected the markers {DOCS_BEGIN!r}…{DOCS_END!r} in the docs page")
+    head_end = page.index("-->", start) + len("-->")
+    return page[:head_end] + "\n" + generated.rstrip("\n") + "\n" + page[end:]
+
+
+def render_all(layout: Layout) -> list[Path]:
+    """Write every report the layout's fixtures support; returns the files written."""
+    catalogue = load_catalogue()
+    recordings = columns(layout)
+    written: list[Path] = []
+    layout.reports_dir.mkdir(parents=True, exist_ok=True)
+    for recording in recordings:
+        if recording.provenance != "recorded":
+            continue
+        path = layout.reports_dir / f"{recording.key}.md"
+        path.write_text(render_recording(recording, catalogue), encoding="utf-8")
+        written.append(path)
+    path = layout.reports_dir / "capabilities.md"
+    path.write_text(render_capabilities(recordings, catalogue), encoding="utf-8")
+    written.append(path)
+    if layout.docs_page is not None and layout.docs_page.exists():
+        page = layout.docs_page.read_text(encoding="utf-8")
+        updated = replace_generated(page, render_docs_tables(recordings, catalogue))
+        if updated != page:
+            layout.docs_page.write_text(updated, encoding="utf-8")
+        written.append(layout.docs_page)
+    return written
+
+
+def print_matrix(recording: Recording, catalogue: Catalogue | None = None) -> None:
+    """The recording's verdicts, one table per topic, for the terminal."""
+    catalogue = catalogue or load_catalogue()
+    print(f"\nCapability matrix: {provenance_line(recording)}")
+    for topic in catalogue.topics:
+        rows = [
+            [probe.id, result.outcome, _cell(result.verdict, 70)]
+            for probe in catalogue.probes
+            if probe.topic == topic.id and (result := recording.result(probe.id)) is not None
+        ]
+        if rows:
+            print(f"\n{topic.title}")
+            print(tabulate(rows, headers=["probe", "outcome", "verdict"], tablefmt="simple"))

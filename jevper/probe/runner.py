@@ -1,0 +1,109 @@
+"""Send probes one by one through a vcrpy cassette each; a probe that fails does not stop the run.
+
+A timeout or a broken connection is recorded as that probe's outcome and the run goes on; a server
+that stops accepting connections ends the run, and every probe left is reported as not run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import vcr
+from vcr.errors import CannotOverwriteExistingCassetteException
+
+from jevper.probe.catalogue import Catalogue, Probe
+from jevper.probe.classifiers import Verdict, classify
+from jevper.probe.compose import requests_for
+from jevper.probe.presets import Preset
+from jevper.probe.recording import CASSETTE_SUFFIX, cassette, load_exchanges
+
+
+@dataclass(frozen=True)
+class ProbeRun:
+    probe: Probe
+    status: int | None  # the status of the probe's own (last) request; None without one
+    verdict: Verdict
+    elapsed_s: float
+
+
+#: Called after each probe with (index, total, run); a test can stop the server from here.
+Progress = Callable[[int, int, ProbeRun], None]
+
+
+def cassette_path(folder: Path, probe: Probe) -> Path:
+    return folder / f"{probe.id}{CASSETTE_SUFFIX}"
+
+
+def run_probes(
+    probes: Sequence[Probe],
+    *,
+    catalogue: Catalogue,
+    preset: Preset,
+    recorder: vcr.VCR,
+    folder: Path,
+    headers: Mapping[str, str] | None = None,
+    timeout: float = 60.0,
+    progress: Progress | None = None,
+) -> list[ProbeRun]:
+    """Every probe in order; each leaves a cassette in `folder` unless it got no complete answer."""
+    runs: list[ProbeRun] = []
+    unreachable = False
+    with httpx.Client(base_url=preset.base_url + "/", headers=dict(headers or {}), timeout=timeout) as client:
+        for index, probe in enumerate(probes, 1):
+            if unreachable:
+                run = ProbeRun(
+                    probe, None, Verdict("not-run", "not run: the server stopped answering", ""), 0.0
+                )
+            else:
+                run = _run_one(client, probe, catalogue, preset, recorder, folder)
+                unreachable = run.verdict.outcome == "not-run"
+            runs.append(run)
+            if progress is not None:
+                progress(index, len(probes), run)
+    return runs
+
+
+def _run_one(
+    client: httpx.Client,
+    probe: Probe,
+    catalogue: Catalogue,
+    preset: Preset,
+    recorder: vcr.VCR,
+    folder: Path,
+) -> ProbeRun:
+    path = cassette_path(folder, probe)
+    failure: Verdict | None = None
+    status: int | None = None
+    started = time.monotonic()
+    with cassette(recorder, path):
+        for request in requests_for(probe, catalogue, preset):
+            try:
+                response = client.request(
+                    request.method,
+                    request.path.lstrip("/"),
+                    content=request.content,
+                    headers={"content-type": "application/json"},
+                )
+                status = response.status_code
+            except httpx.TimeoutException:
+                failure = Verdict("timeout", f"no answer within {client.timeout.read} s", "")
+            except httpx.ConnectError as exc:
+                failure = Verdict("not-run", f"not run: could not connect ({exc})", "")
+            except httpx.TransportError as exc:
+                failure = Verdict("fault", f"the connection broke: {type(exc).__name__}: {exc}", "")
+            except CannotOverwriteExistingCassetteException:
+                failure = Verdict("fault", "the request is not in the cassette; record it again", "")
+            if failure is not None:
+                status = None
+                break
+    elapsed = round(time.monotonic() - started, 2)
+    if failure is not None:
+        # Half a probe is not a recording: its cassette goes, its outcome stays in the results.
+        if recorder.record_mode != "none":
+            path.unlink(missing_ok=True)
+        return ProbeRun(probe, None, failure, elapsed)
+    return ProbeRun(probe, status, classify(probe, load_exchanges(path)), elapsed)
