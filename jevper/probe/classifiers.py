@@ -113,7 +113,11 @@ def answer_alternatives(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
         return Verdict("ignored", f"an empty logprob list ({asked_text})", excerpt(last.text))
     first = result.logprobs[0]
     labels = sorted({t.strip() for t, _ in first.top if _is_label(t)})
-    among = f"labels {', '.join(labels)} among them" if labels else "no label among them"
+    among = (
+        f"{'label' if len(labels) == 1 else 'labels'} {', '.join(labels)} among them"
+        if labels
+        else "no label among them"
+    )
     tops = ", ".join(repr(t) for t, _ in first.top[:6])
     return Verdict(
         "supported",
@@ -346,6 +350,9 @@ def cached_tokens(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     result = _wire(probe, last)
     prompt = result.usage.prompt_tokens
     of = f" of {prompt} prompt tokens" if prompt is not None else ""
+    if probe.surface == "messages" and prompt is not None:
+        # Anthropic's input_tokens counts only what was not read from the cache.
+        of = f" (input_tokens = {prompt}, the uncached rest)"
     found = _cache_paths(result)
     if not found:
         return Verdict("info", f"no cached-token count reported{of}", excerpt(result.raw.get("usage", {})))

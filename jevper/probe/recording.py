@@ -94,7 +94,8 @@ def response_hook(secrets: Sequence[str]) -> Any:
         return {
             "status": response["status"],
             "headers": _keep_headers(response["headers"], secrets),
-            "body": {"string": body if body is not None else ""},
+            # Bytes, as vcrpy hands them to httpx on replay (this hook also runs on loaded cassettes).
+            "body": {"string": (body or "").encode("utf-8")},
         }
 
     return before_record_response
@@ -117,14 +118,9 @@ class CassetteSerializer:
 
     @staticmethod
     def serialize(cassette_dict: dict[str, Any]) -> str:
-        from vcr.serializers import compat
-
-        interactions = [
-            {"request": request._to_dict(), "response": compat.convert_to_unicode(response)}
-            for request, response in zip(cassette_dict["requests"], cassette_dict["responses"], strict=True)
-        ]
-        data: dict[str, Any] = {"interactions": interactions, "version": 1}
-        return str(yaml.dump(data, Dumper=_LiteralDumper, allow_unicode=True, sort_keys=False, width=4096))
+        return str(
+            yaml.dump(cassette_dict, Dumper=_LiteralDumper, allow_unicode=True, sort_keys=False, width=4096)
+        )
 
     @staticmethod
     def deserialize(cassette_string: str) -> dict[str, Any]:
