@@ -179,7 +179,8 @@ def _record(
         model_name=server.model_name if server else preset.model,
         command=command,
         server_command=server.command if server else (),
-        extra=dict(server.extra) if server else {},
+        # The process id says nothing about the server; provenance keeps the rest.
+        extra={k: v for k, v in server.extra.items() if k != "pid"} if server else {},
     )
     catalogue = load_catalogue()
     print(f"probing {target.key} at {preset.base_url} ({len(probes)} probes, model {preset.model})")
@@ -268,6 +269,9 @@ def report_parser() -> argparse.ArgumentParser:
         description="Regenerate reports/ and the docs tables from the fixtures alone (offline).",
     )
     parser.add_argument("--out", type=Path, help="read and write under DIR instead of the repository")
+    parser.add_argument(
+        "--html", action="store_true", help="also write reports/index.html, the capability page"
+    )
     return parser
 
 
@@ -278,6 +282,10 @@ def main_report(argv: Sequence[str]) -> int:
     layout = Layout.out(args.out) if args.out else Layout.repository()
     for path in render_all(layout):
         print(f"generated {path}")
+    if args.html:
+        from jevper.probe.html import write_index
+
+        print(f"generated {write_index(layout)}")
     return EXIT_OK
 
 

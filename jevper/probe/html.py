@@ -7,17 +7,19 @@ marker, and the evidence read from the probe's cassette, so the page never needs
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import jinja2
-from vcr.serialize import deserialize
-from vcr.serializers import yamlserializer
+
+from jevper.probe.catalogue import Catalogue, load_catalogue
+from jevper.probe.recording import CASSETTE_SUFFIX, load_exchanges
+from jevper.probe.results import Layout, ProbeResult, Recording, repository_root
 
 __all__ = [
     "COMMAND",
@@ -25,9 +27,10 @@ __all__ = [
     "Column",
     "Exchange",
     "Page",
-    "Recording",
+    "PageError",
     "build_page",
     "render_index",
+    "render_layout",
     "write_index",
 ]
 
@@ -63,15 +66,7 @@ MAX_TEXT = 900
 
 
 class PageError(ValueError):
-    """A results index the page cannot be built from; says which field was expected and what arrived."""
-
-
-@dataclass(frozen=True)
-class Recording:
-    """One column's input: a results index (format 1) and the folder holding its cassettes."""
-
-    index: Mapping[str, Any]
-    cassettes: Path | None
+    """A recording or cassette the page cannot be built from; says what was expected and what arrived."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +79,6 @@ class Column:
     model_name: str
     provenance: str
     recorded_on: str
-    command: str
     counts: tuple[tuple[str, str, str, int], ...]  # (kind, marker, words, cells of that kind)
 
 
@@ -145,87 +139,105 @@ class Page:
 
 def build_page(
     recordings: Iterable[Recording],
+    catalogue: Catalogue,
     *,
+    cassettes: Mapping[str, Path],
     source: str,
     command: str = COMMAND,
-    catalogue: Sequence[tuple[str, str, str]] = (),
-    topics: Mapping[str, str] | None = None,
 ) -> Page:
     """Arrange recordings into the page's grid; the order depends only on the data (deterministic).
 
-    `catalogue` lists (probe id, surface, topic) in report order, so a probe no recording has still
-    gets its row; `topics` maps topic ids to titles in the order the matrices appear.
+    Rows follow the catalogue (a probe no recording has still gets its row), grouped by its topics;
+    `cassettes` maps a recording's key to the folder of its cassettes (transcribed columns have none).
     """
-    indexed = sorted(recordings, key=lambda r: _column_order(r.index))
-    columns = [_column(r.index) for r in indexed]
-    probes = _probe_order(r.index for r in indexed)
-    if catalogue:
-        known = {p[0] for p in catalogue}
-        probes = [*catalogue, *(p for p in probes if p[0] not in known)]
-    titles = dict(topics or {})
-    rank = {t: i for i, t in enumerate(titles)}
-    probes.sort(key=lambda p: rank.get(p[2], len(rank)))  # stable: catalogue order within a topic
-    by_key = {c.key: {p["id"]: p for p in _probes(r.index)} for c, r in zip(columns, indexed, strict=True)}
+    ordered = sorted(recordings, key=_column_order)
+    columns = [_column(r) for r in ordered]
+    by_key = {r.key: {p.id: p for p in r.probes} for r in ordered}
     previous = _previous_release(columns)
+    known = {p.id for p in catalogue.probes}
+    extra = [p for r in ordered for p in r.probes if p.id not in known]
+    if extra:
+        raise PageError(f"{extra[0].id!r} in {_key_of(extra[0], ordered)}: expected a probe of the catalogue")
 
-    groups: dict[str, list[Row]] = {}
-    for probe_id, surface, topic in probes:
-        cells = []
-        for column, recording in zip(columns, indexed, strict=True):
-            result = by_key[column.key].get(probe_id)
-            earlier = previous.get(column.key)
-            changed_from = None
-            if earlier is not None and result is not None:
-                before = by_key[earlier.key].get(probe_id)
-                if (
-                    before is not None
-                    and _recorded(before)
-                    and _recorded(result)
-                    and before["verdict"] != result["verdict"]
-                ):
-                    changed_from = (earlier.release, str(before["verdict"]))
-            cells.append(_cell(column.key, probe_id, result, recording.cassettes, changed_from))
-        groups.setdefault(topic, []).append(
-            Row(probe_id, surface, SURFACES.get(surface, surface), tuple(cells))
-        )
+    groups: list[Group] = []
+    for topic in catalogue.topics:
+        rows = []
+        for probe in (p for p in catalogue.probes if p.topic == topic.id):
+            cells = []
+            for column in columns:
+                result = by_key[column.key].get(probe.id)
+                earlier = previous.get(column.key)
+                before = by_key[earlier.key].get(probe.id) if earlier else None
+                changed_from = None
+                if earlier and before and _changed(before, result):
+                    changed_from = (earlier.release, before.verdict)
+                cells.append(_cell(column, probe.id, result, cassettes.get(column.key), changed_from))
+            surface = SURFACES.get(probe.surface, probe.surface)
+            rows.append(Row(probe.id, probe.surface, surface, tuple(cells)))
+        if rows:
+            groups.append(Group(topic.id, topic.title, tuple(rows)))
 
     counted = tuple(
-        replace(c, counts=_counts(row.cells[i] for rows in groups.values() for row in rows))
+        replace(c, counts=_counts(row.cells[i] for g in groups for row in g.rows))
         for i, c in enumerate(columns)
     )
     return Page(
         command=command,
         source=source,
         columns=counted,
-        groups=tuple(Group(t, titles.get(t) or _topic_title(t), tuple(rows)) for t, rows in groups.items()),
+        groups=tuple(groups),
         surfaces=tuple(SURFACES.items()),
         kinds=tuple((k, m, w) for k, (m, w) in KINDS.items()),
-        probe_count=len(probes),
+        probe_count=sum(len(g.rows) for g in groups),
     )
 
 
 def render_index(
     recordings: Iterable[Recording],
+    catalogue: Catalogue,
     *,
+    cassettes: Mapping[str, Path],
     source: str,
     command: str = COMMAND,
-    catalogue: Sequence[tuple[str, str, str]] = (),
-    topics: Mapping[str, str] | None = None,
 ) -> str:
     """The page as one HTML string with its CSS and JS inline."""
-    page = build_page(recordings, source=source, command=command, catalogue=catalogue, topics=topics)
+    page = build_page(recordings, catalogue, cassettes=cassettes, source=source, command=command)
     return _environment().get_template("index.html.j2").render(page=page)
 
 
-def write_index(recordings: Iterable[Recording], out: Path, *, source: str, **options: Any) -> Path:
-    """Render and write the page; returns the path written."""
+def render_layout(layout: Layout) -> str:
+    """The page for the layout's recordings plus the transcribed reference columns.
+
+    The columns are the Markdown matrices' own (`reports.columns`), so both reports always agree.
+    """
+    from jevper.probe.reports import columns  # reports loads the catalogue and the reference
+
+    recordings = columns(layout)
+    cassettes = {r.key: layout.fixture_dir(r.key) for r in recordings if r.provenance == "recorded"}
+    return render_index(
+        recordings, load_catalogue(), cassettes=cassettes, source=_source(layout.fixtures_root)
+    )
+
+
+def write_index(layout: Layout) -> Path:
+    """Write reports/index.html for the layout; returns the path written."""
+    out = layout.reports_dir / "index.html"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_index(recordings, source=source, **options), encoding="utf-8")
+    out.write_text(render_layout(layout), encoding="utf-8")
     return out
 
 
+def _source(folder: Path) -> str:
+    """The fixtures folder as the page names it: relative to the checkout (or the working directory)
+    when it lies inside, so the page is the same on every machine."""
+    for base in (repository_root(), Path.cwd()):
+        with contextlib.suppress(ValueError):
+            return folder.resolve().relative_to(base.resolve()).as_posix()
+    return folder.as_posix()
+
+
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
+    return jinja2.Environment(
         loader=jinja2.PackageLoader("jevper.probe", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
@@ -233,21 +245,10 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    return env
 
 
-def _probes(index: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    probes = index.get("probes")
-    if not isinstance(probes, list):
-        raise PageError(f"results index {index.get('key')!r}: expected a 'probes' list, got {probes!r:.80}")
-    return probes
-
-
-def _field(index: Mapping[str, Any], name: str) -> str:
-    value = index.get(name)
-    if not isinstance(value, str) or not value:
-        raise PageError(f"results index {index.get('key')!r}: expected a string {name!r}, got {value!r:.80}")
-    return value
+def _key_of(result: ProbeResult, recordings: Sequence[Recording]) -> str:
+    return next(r.key for r in recordings if result in r.probes)
 
 
 def _natural(text: str) -> tuple[tuple[int, int | str], ...]:
@@ -255,43 +256,28 @@ def _natural(text: str) -> tuple[tuple[int, int | str], ...]:
     return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
 
 
-def _column_order(index: Mapping[str, Any]) -> tuple[Any, ...]:
-    transcribed = index.get("provenance") == "transcribed"
-    return (_field(index, "server"), transcribed, _natural(str(index.get("release", ""))), index.get("key"))
+def _column_order(recording: Recording) -> tuple[Any, ...]:
+    transcribed = recording.provenance == "transcribed"
+    return (recording.server, transcribed, _natural(recording.release), recording.key)
 
 
-def _column(index: Mapping[str, Any]) -> Column:
-    provenance = _field(index, "provenance")
-    if provenance not in ("recorded", "transcribed"):
+def _column(recording: Recording) -> Column:
+    if recording.provenance not in ("recorded", "transcribed"):
         raise PageError(
-            f"results index {index.get('key')!r}: expected provenance 'recorded' or 'transcribed', "
-            f"got {provenance!r}"
+            f"recording {recording.key!r}: expected provenance 'recorded' or 'transcribed', "
+            f"got {recording.provenance!r}"
         )
-    server = _field(index, "server")
     return Column(
-        key=_field(index, "key"),
-        server=server,
-        server_name=SERVER_NAMES.get(server, server),
-        release=_field(index, "release"),
-        model=str(index.get("model") or ""),
-        model_name=str(index.get("model_name") or ""),
-        provenance=provenance,
-        recorded_on=str(index.get("recorded_on") or ""),
-        command=str(index.get("command") or ""),
+        key=recording.key,
+        server=recording.server,
+        server_name=SERVER_NAMES.get(recording.server, recording.server),
+        release=recording.release,
+        model=recording.model,
+        model_name=recording.model_name,
+        provenance=recording.provenance,
+        recorded_on=recording.recorded_on,
         counts=(),
     )
-
-
-def _probe_order(indexes: Iterable[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
-    """Probes in the order the recordings list them (the catalogue's), first appearance wins."""
-    seen: dict[str, tuple[str, str, str]] = {}
-    for index in indexes:
-        for probe in _probes(index):
-            pid = probe.get("id")
-            if not isinstance(pid, str):
-                raise PageError(f"results index {index.get('key')!r}: expected a probe 'id', got {pid!r}")
-            seen.setdefault(pid, (pid, str(probe.get("surface", "")), str(probe.get("topic", ""))))
-    return list(seen.values())
 
 
 def _previous_release(columns: Sequence[Column]) -> dict[str, Column]:
@@ -307,55 +293,62 @@ def _previous_release(columns: Sequence[Column]) -> dict[str, Column]:
     return previous
 
 
-def _recorded(result: Mapping[str, Any]) -> bool:
-    return result.get("outcome") != "not-run"
+def _recorded(result: ProbeResult) -> bool:
+    return result.outcome != "not-run"
 
 
-def _kind(result: Mapping[str, Any] | None) -> str:
+def _changed(before: ProbeResult | None, after: ProbeResult | None) -> bool:
+    """Both releases answered the probe and their verdicts differ."""
+    if before is None or after is None or not (_recorded(before) and _recorded(after)):
+        return False
+    return before.verdict != after.verdict
+
+
+def _kind(result: ProbeResult | None) -> str:
     if result is None or not _recorded(result):
         return "not-recorded"
-    outcome = result.get("outcome")
-    if outcome in ("fault", "timeout"):
+    if result.outcome in ("fault", "timeout"):
         return "fault"
-    if result.get("agrees_with_reference") is False:
+    if result.agrees_with_reference is False:
         return "differs"
-    if outcome in ("supported", "refused", "ignored", "info"):
-        return str(outcome)
+    if result.outcome in ("supported", "refused", "ignored", "info"):
+        return result.outcome
     raise PageError(
-        f"probe {result.get('id')!r}: expected an outcome among supported, ignored, refused, info, "
-        f"fault, timeout, not-run; got {outcome!r}"
+        f"probe {result.id!r}: expected an outcome among supported, ignored, refused, info, "
+        f"fault, timeout, not-run; got {result.outcome!r}"
     )
 
 
 def _cell(
-    key: str,
+    column: Column,
     probe_id: str,
-    result: Mapping[str, Any] | None,
+    result: ProbeResult | None,
     cassettes: Path | None,
     changed_from: tuple[str, str] | None,
 ) -> Cell:
     kind = _kind(result)
     marker, words = KINDS[kind]
-    found = result or {}
-    status = found.get("status")
-    elapsed = found.get("elapsed_s")
     exchanges: tuple[Exchange, ...] = ()
     if result is not None and cassettes is not None:
-        exchanges = _exchanges(cassettes / f"{probe_id}.yaml")
+        exchanges = _exchanges(cassettes / f"{probe_id}{CASSETTE_SUFFIX}")
+    if column.provenance == "transcribed":
+        status = "none: transcribed, not recorded"
+    else:
+        status = "no response" if result is None or result.status is None else str(result.status)
     return Cell(
-        id=f"{key}--{probe_id}",
-        key=key,
+        id=f"{column.key}--{probe_id}",
+        key=column.key,
         probe_id=probe_id,
         kind=kind,
         marker=marker,
         kind_words=words,
-        outcome=str(found.get("outcome", "not recorded")),
-        verdict=str(found.get("verdict") or "not recorded"),
-        status="no response" if status is None else str(status),
-        evidence=str(found.get("evidence") or ""),
-        elapsed_s=float(elapsed) if isinstance(elapsed, int | float) else None,
-        reference=found.get("reference"),
-        agrees_with_reference=found.get("agrees_with_reference"),
+        outcome=result.outcome if result else "not recorded",
+        verdict=result.verdict if result else "not recorded",
+        status=status,
+        evidence=result.evidence if result else "",
+        elapsed_s=result.elapsed_s if result else None,
+        reference=result.reference if result else None,
+        agrees_with_reference=result.agrees_with_reference if result else None,
         changed_from=changed_from,
         exchanges=exchanges,
     )
@@ -368,51 +361,37 @@ def _counts(cells: Iterable[Cell]) -> tuple[tuple[str, str, str, int], ...]:
     return tuple((kind, *KINDS[kind], n) for kind, n in tally.items() if n)
 
 
-def _topic_title(topic: str) -> str:
-    words = topic.replace("_", " ").replace("-", " ").strip()
-    return (words[:1].upper() + words[1:]) if words else "Other"
-
-
 def _exchanges(path: Path) -> tuple[Exchange, ...]:
     """The first few interactions of a cassette, pruned for reading; none when the file is absent."""
     if not path.is_file():
         return ()
     try:
-        loaded = deserialize(path.read_text(encoding="utf-8"), yamlserializer)
+        loaded = load_exchanges(path)
     except (ValueError, KeyError, TypeError) as error:
-        raise PageError(
-            f"cassette {path.name}: expected a vcrpy cassette, could not read it ({error})"
-        ) from None
-    requests, responses = loaded[0], loaded[1]
-    out = []
-    for request, response in list(zip(requests, responses, strict=False))[:MAX_EXCHANGES]:
-        url = urlsplit(request.uri)
-        line = f"{request.method} {url.path}" + (f"?{url.query}" if url.query else "")
-        code = response.get("status", {}).get("code")
-        message = response.get("status", {}).get("message") or ""
-        out.append(
-            Exchange(
-                request_line=line,
-                request_body=_excerpt(request.body),
-                status=f"{code} {message}".strip(),
-                response_excerpt=_excerpt(response.get("body", {}).get("string")),
-            )
+        raise PageError(f"cassette {path}: expected a vcrpy cassette, could not read it ({error})") from None
+    return tuple(
+        Exchange(
+            request_line=f"{exchange.method} {exchange.path}",
+            request_body=_excerpt(exchange.request_body),
+            status=str(exchange.status),
+            response_excerpt=_excerpt(exchange.text),
         )
-    return tuple(out)
+        for exchange in loaded[:MAX_EXCHANGES]
+    )
 
 
-def _excerpt(body: bytes | str | None) -> str:
+def _excerpt(body: Any) -> str:
     """A body made short: JSON pruned (long strings cut, long lists elided), other text truncated."""
     if body is None:
         return ""
-    text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else str(body)
-    if not text.strip():
-        return "(empty body)"
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return text if len(text) <= MAX_TEXT else f"{text[:MAX_TEXT]}… ({len(text)} characters in all)"
-    lines = _dump(_prune(value, MAX_DEPTH)).splitlines()
+    if isinstance(body, str):
+        if not body.strip():
+            return "(empty body)"
+        try:
+            body = json.loads(body)
+        except ValueError:
+            return body if len(body) <= MAX_TEXT else f"{body[:MAX_TEXT]}… ({len(body)} characters in all)"
+    lines = _dump(_prune(body, MAX_DEPTH)).splitlines()
     if len(lines) > MAX_LINES:
         lines = [*lines[:MAX_LINES], f"… ({len(lines) - MAX_LINES} more lines)"]
     return "\n".join(lines)

@@ -1,4 +1,5 @@
-"""The capability page's content, checked offline on small results indexes written for each test."""
+"""The capability page's content, checked offline: on small recordings written for each test, and on
+the committed fixtures (the committed reports/index.html must be what they regenerate)."""
 
 from __future__ import annotations
 
@@ -12,65 +13,70 @@ from vcr.request import Request
 from vcr.serialize import serialize
 from vcr.serializers import yamlserializer
 
-from jevper.probe.html import Page, PageError, Recording, build_page, render_index
+from jevper.probe.catalogue import load_catalogue
+from jevper.probe.html import COMMAND, Page, PageError, build_page, render_index, render_layout, write_index
+from jevper.probe.results import Layout, ProbeResult, Recording, repository_root, save_results
+
+CATALOGUE = load_catalogue()
 
 
-def probe(pid: str, outcome: str, verdict: str, **extra: Any) -> dict[str, Any]:
-    surface = {"chat": "chat_completions", "responses": "responses", "messages": "messages"}[
-        pid.split("-")[0]
-    ]
-    return {
+def probe(pid: str, outcome: str, verdict: str, **extra: Any) -> ProbeResult:
+    spec = CATALOGUE.get(pid)
+    fields: dict[str, Any] = {
         "id": pid,
-        "surface": surface,
-        "topic": extra.pop("topic", "logprobs"),
-        "status": extra.pop("status", 200),
+        "surface": spec.surface,
+        "topic": spec.topic,
+        "status": 200,
         "outcome": outcome,
         "verdict": verdict,
-        "evidence": extra.pop("evidence", f"evidence of {pid}"),
+        "evidence": f"evidence of {pid}",
         "elapsed_s": 0.25,
-        "reference": extra.pop("reference", None),
-        "agrees_with_reference": extra.pop("agrees_with_reference", None),
-        **extra,
     }
+    return ProbeResult(**{**fields, **extra})
 
 
 def recording(
-    root: Path, key: str, probes: list[dict[str, Any]], *, provenance: str = "recorded", bodies: Any = None
+    root: Path, key: str, probes: list[ProbeResult], *, provenance: str = "recorded", bodies: Any = None
 ) -> Recording:
     server, release = key.split("-", 1)
-    folder = root / key
-    folder.mkdir(parents=True)
-    for p in probes:
-        if provenance == "recorded" and p["outcome"] != "not-run":
-            body = (bodies or {}).get(p["id"], {"id": "x", "choices": [{"text": p["verdict"]}]})
-            write_cassette(
-                folder / f"{p['id']}.yaml", {"model": "smollm2", "probe": p["id"]}, p["status"], body
-            )
-    index = {
-        "format": 1,
-        "key": key,
-        "server": server,
-        "release": release.removesuffix("-reference"),
-        "model": "smollm2",
-        "model_name": "SmolLM2-135M-Instruct (F16)",
-        "provenance": provenance,
-        "recorded_on": "2026-11-29" if provenance == "recorded" else None,
-        "command": f"python -m jevper.probe --server {server}",
-        "probes": probes,
-    }
-    (folder / "results.json").write_text(json.dumps(index), encoding="utf-8")
-    return Recording(index, folder)
+    if provenance == "recorded":
+        # A probe that got no answer has no exchange to record.
+        for p in (p for p in probes if p.status is not None):
+            body = (bodies or {}).get(p.id, {"choices": [{"text": p.verdict}]})
+            request = {"model": "smollm2", "probe": p.id}
+            write_cassette(root / key / f"{p.id}.yaml", request, p.status, body)
+    return Recording(
+        key=key,
+        server=server,
+        release=release.removesuffix("-reference"),
+        model="smollm2",
+        model_name="SmolLM2-135M-Instruct (F16)",
+        provenance=provenance,  # type: ignore[arg-type]
+        recorded_on="2026-11-29" if provenance == "recorded" else "",
+        command=f"python -m jevper.probe --server {server}",
+        probes=tuple(probes),
+    )
 
 
 def write_cassette(path: Path, request: Any, status: int, body: Any) -> None:
     text = body if isinstance(body, str) else json.dumps(body)
+    uri = "http://127.0.0.1/v1/chat/completions"
     data = {
-        "requests": [
-            Request("POST", "http://127.0.0.1:41234/v1/chat/completions", json.dumps(request).encode(), {})
-        ],
+        "requests": [Request("POST", uri, json.dumps(request).encode(), {})],
         "responses": [{"status": {"code": status, "message": "OK"}, "headers": {}, "body": {"string": text}}],
     }
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(serialize(data, yamlserializer), encoding="utf-8")
+
+
+def page_of(root: Path, *recordings: Recording) -> Page:
+    cassettes = {r.key: root / r.key for r in recordings if r.provenance == "recorded"}
+    return build_page(recordings, CATALOGUE, cassettes=cassettes, source="fixtures")
+
+
+def html_of(root: Path, *recordings: Recording) -> str:
+    cassettes = {r.key: root / r.key for r in recordings if r.provenance == "recorded"}
+    return render_index(recordings, CATALOGUE, cassettes=cassettes, source="tests/fixtures/providers")
 
 
 def cell(page: Page, key: str, pid: str) -> Any:
@@ -90,12 +96,12 @@ def test_every_outcome_maps_to_one_kind_with_its_own_marker(tmp_path: Path) -> N
             probe("chat-grammar", "supported", "honoured", agrees_with_reference=False, reference="ignored"),
             probe("chat-stream-zero", "fault", "connection reset", status=None),
             probe("chat-bad-path", "timeout", "no answer in 30 s", status=None),
-            probe("chat-developer-role", "not-run", "not run"),
+            probe("chat-developer-role", "not-run", "not run", status=None),
         ],
     )
-    page = build_page([rec], source="fixtures")
+    page = page_of(tmp_path, rec)
     kinds = {r.probe_id: r.cells[0].kind for g in page.groups for r in g.rows}
-    assert kinds == {
+    assert {k: v for k, v in kinds.items() if v != "not-recorded"} == {
         "chat-logprobs": "supported",
         "chat-n-two": "refused",
         "chat-unknown-field": "ignored",
@@ -103,20 +109,22 @@ def test_every_outcome_maps_to_one_kind_with_its_own_marker(tmp_path: Path) -> N
         "chat-grammar": "differs",
         "chat-stream-zero": "fault",
         "chat-bad-path": "fault",
-        "chat-developer-role": "not-recorded",
     }
+    assert kinds["chat-developer-role"] == "not-recorded"
     markers = {r.cells[0].kind: r.cells[0].marker for g in page.groups for r in g.rows}
-    assert len(set(markers.values())) == len(markers)
+    assert len(set(markers.values())) == len(markers) == 7
     assert cell(page, "llamacpp-b10434", "chat-stream-zero").status == "no response"
 
 
-def test_a_probe_missing_from_one_recording_is_shown_as_not_recorded(tmp_path: Path) -> None:
-    a = recording(tmp_path, "llamacpp-b10434", [probe("chat-logprobs", "supported", "20 alternatives")])
-    b = recording(tmp_path, "vllm-0.32.0", [probe("chat-n-two", "supported", "2 choices")])
-    page = build_page([a, b], source="fixtures")
-    assert cell(page, "vllm-0.32.0", "chat-logprobs").kind == "not-recorded"
-    assert cell(page, "vllm-0.32.0", "chat-logprobs").verdict == "not recorded"
-    assert cell(page, "llamacpp-b10434", "chat-n-two").kind == "not-recorded"
+def test_every_catalogue_probe_has_a_row_even_when_no_recording_has_it(tmp_path: Path) -> None:
+    rec = recording(tmp_path, "llamacpp-b10434", [probe("chat-logprobs", "supported", "20 alternatives")])
+    page = page_of(tmp_path, rec)
+    by_topic = [p.id for t in CATALOGUE.topics for p in CATALOGUE.probes if p.topic == t.id]
+    assert [r.probe_id for g in page.groups for r in g.rows] == by_topic
+    assert page.probe_count == len(CATALOGUE) == 45
+    assert [g.title for g in page.groups] == [t.title for t in CATALOGUE.topics]
+    assert cell(page, "llamacpp-b10434", "messages-plain").kind == "not-recorded"
+    assert cell(page, "llamacpp-b10434", "messages-plain").verdict == "not recorded"
 
 
 def test_columns_are_ordered_by_server_then_release_numerically_with_transcribed_last(tmp_path: Path) -> None:
@@ -127,8 +135,7 @@ def test_columns_are_ordered_by_server_then_release_numerically_with_transcribed
         recording(tmp_path, "llamacpp-b11139-reference", one, provenance="transcribed"),
         recording(tmp_path, "llamacpp-b9999", one),
     ]
-    page = build_page(recs, source="fixtures")
-    assert [c.key for c in page.columns] == [
+    assert [c.key for c in page_of(tmp_path, *recs).columns] == [
         "llamacpp-b9999",
         "llamacpp-b10434",
         "llamacpp-b11139-reference",
@@ -142,11 +149,12 @@ def test_the_header_says_where_each_column_came_from(tmp_path: Path) -> None:
         recording(tmp_path, "llamacpp-b10434", one),
         recording(tmp_path, "ollama-0.34.3-reference", one, provenance="transcribed"),
     ]
-    html = render_index(recs, source="tests/fixtures/providers")
+    html = html_of(tmp_path, *recs)
     head = html[html.index("<thead>") : html.index("</thead>")]
     assert 'llama.cpp</span> <span class="release">b10434' in head
     assert "recorded live 2026-11-29" in head
     assert "SmolLM2-135M-Instruct (F16)" in head
+    assert 'ollama</span> <span class="release">0.34.3' in head
     assert "transcribed from the reference" in head
 
 
@@ -165,52 +173,23 @@ def test_a_verdict_that_changed_between_two_releases_is_flagged_on_the_later_one
         ],
     )
     other = recording(tmp_path, "vllm-0.32.0", [probe("chat-n-two", "supported", "2 choices")])
-    page = build_page([new, other, old], source="fixtures")
+    page = page_of(tmp_path, new, other, old)
     assert cell(page, "llamacpp-b11434", "chat-n-two").changed_from == ("b10434", "400")
     assert cell(page, "llamacpp-b11434", "chat-n-two").verdict == "2 choices"
     assert cell(page, "llamacpp-b11434", "chat-logprobs").changed_from is None
     assert cell(page, "llamacpp-b10434", "chat-n-two").changed_from is None
     assert cell(page, "vllm-0.32.0", "chat-n-two").changed_from is None
-    html = render_index([new, other, old], source="fixtures")
-    assert html.count('class="delta"') == 1
+    assert html_of(tmp_path, new, other, old).count('class="delta"') == 1
 
 
-def test_rows_follow_the_catalogue_grouped_by_topic_with_their_titles(tmp_path: Path) -> None:
-    rec = recording(
-        tmp_path,
-        "llamacpp-b10434",
-        [
-            probe("messages-plain", "supported", "text", topic="messages"),
-            probe("chat-logprobs", "supported", "20", topic="logprobs"),
-        ],
-    )
-    catalogue = [
-        ("chat-bad-path", "chat_completions", "routes"),
-        ("chat-logprobs", "chat_completions", "logprobs"),
-        ("messages-plain", "messages", "messages"),
-    ]
-    topics = {"routes": "Surfaces and routes", "logprobs": "Logprobs", "messages": "The Messages route"}
-    page = build_page([rec], source="f", catalogue=catalogue, topics=topics)
-    assert [(g.title, [r.probe_id for r in g.rows]) for g in page.groups] == [
-        ("Surfaces and routes", ["chat-bad-path"]),
-        ("Logprobs", ["chat-logprobs"]),
-        ("The Messages route", ["messages-plain"]),
-    ]
-    assert cell(page, "llamacpp-b10434", "chat-bad-path").kind == "not-recorded"
-
-
-def test_the_evidence_is_read_from_the_cassette_pruned_and_without_the_port(tmp_path: Path) -> None:
+def test_the_evidence_is_read_from_the_cassette_and_pruned(tmp_path: Path) -> None:
     body = {"choices": [{"logprobs": {"content": [{"top_logprobs": list(range(20))}]}}], "text": "x" * 500}
-    rec = recording(
-        tmp_path,
-        "llamacpp-b10434",
-        [probe("chat-logprobs", "supported", "20")],
-        bodies={"chat-logprobs": body},
-    )
-    exchange = cell(build_page([rec], source="f"), "llamacpp-b10434", "chat-logprobs").exchanges[0]
+    probes = [probe("chat-logprobs", "supported", "20")]
+    rec = recording(tmp_path, "llamacpp-b10434", probes, bodies={"chat-logprobs": body})
+    exchange = cell(page_of(tmp_path, rec), "llamacpp-b10434", "chat-logprobs").exchanges[0]
     assert exchange.request_line == "POST /v1/chat/completions"
     assert '"probe": "chat-logprobs"' in exchange.request_body
-    assert exchange.status == "200 OK"
+    assert exchange.status == "200"
     assert "… 15 more" in exchange.response_excerpt
     assert "(500 characters)" in exchange.response_excerpt
     assert "x" * 161 not in exchange.response_excerpt
@@ -224,16 +203,18 @@ def test_markup_in_a_response_reaches_the_page_escaped(tmp_path: Path) -> None:
         [probe("chat-bad-path", "refused", "404 <b>not found</b>", status=404)],
         bodies={"chat-bad-path": hostile},
     )
-    html = render_index([rec], source="f")
+    html = html_of(tmp_path, rec)
     assert hostile not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "404 &lt;b&gt;not found&lt;/b&gt;" in html
 
 
 def test_the_page_is_self_contained_and_says_how_it_was_generated(tmp_path: Path) -> None:
-    rec = recording(tmp_path, "llamacpp-b10434", [probe("chat-logprobs", "supported", "20")])
-    html = render_index([rec], source="tests/fixtures/providers")
-    assert html.startswith("<!DOCTYPE html>\n<!-- Generated by `python -m jevper.probe report --html`")
+    html = html_of(
+        tmp_path, recording(tmp_path, "llamacpp-b10434", [probe("chat-logprobs", "supported", "20")])
+    )
+    assert html.startswith(f"<!DOCTYPE html>\n<!-- Generated by `{COMMAND}` from tests/fixtures/providers.")
+    assert f"Generated by <code>{COMMAND}</code>" in html
     assert "<style>" in html
     assert "<script>" in html
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
@@ -246,20 +227,58 @@ def test_rendering_twice_gives_identical_bytes_dated_only_by_the_recording(tmp_p
         recording(tmp_path, "llamacpp-b10434", [probe("chat-logprobs", "supported", "20")]),
         recording(tmp_path, "vllm-0.32.0", [probe("chat-logprobs", "refused", "400")]),
     ]
-    first = render_index(recs, source="f")
-    assert first == render_index(list(reversed(recs)), source="f")
+    first = html_of(tmp_path, *recs)
+    assert first == html_of(tmp_path, *reversed(recs))
     assert set(re.findall(r"\d{4}-\d\d-\d\d", first)) == {"2026-11-29"}
     assert not re.search(r"\d\d:\d\d:\d\d", first)
 
 
-def test_an_index_without_a_server_is_refused_by_naming_the_field(tmp_path: Path) -> None:
+def test_a_probe_outside_the_catalogue_is_refused_by_naming_it(tmp_path: Path) -> None:
     rec = recording(tmp_path, "llamacpp-b10434", [probe("chat-logprobs", "supported", "20")])
-    broken = Recording({**rec.index, "server": None}, rec.cassettes)
-    with pytest.raises(PageError, match=r"expected a string 'server', got None"):
-        build_page([broken], source="f")
+    stray = ProbeResult("chat-telepathy", "chat_completions", "logprobs", 200, "supported", "yes", "", None)
+    broken = Recording(**{**rec.__dict__, "probes": (*rec.probes, stray)})
+    with pytest.raises(
+        PageError, match=r"'chat-telepathy' in llamacpp-b10434: expected a probe of the catalogue"
+    ):
+        page_of(tmp_path, broken)
 
 
 def test_an_unknown_outcome_is_refused_by_listing_the_known_ones(tmp_path: Path) -> None:
     rec = recording(tmp_path, "llamacpp-b10434", [probe("chat-logprobs", "maybe", "20")])
     with pytest.raises(PageError, match=r"expected an outcome among supported.*got 'maybe'"):
-        build_page([rec], source="f")
+        page_of(tmp_path, rec)
+
+
+def test_report_html_writes_the_page_under_out_with_the_transcribed_columns(tmp_path: Path) -> None:
+    layout = Layout.out(tmp_path / "out")
+    rec = recording(layout.fixtures_root, "llamacpp-b10434", [probe("chat-logprobs", "supported", "20 alts")])
+    save_results(rec, layout.results_path(rec.key))
+    written = write_index(layout)
+    assert written == tmp_path / "out" / "reports" / "index.html"
+    html = written.read_text(encoding="utf-8")
+    assert 'data-key="llamacpp-b10434" data-probe="chat-logprobs" data-kind="supported"' in html
+    assert 'data-key="ollama-0.34.3-reference"' in html
+    assert "POST /v1/chat/completions" in html
+
+
+def test_the_committed_page_is_what_the_committed_fixtures_regenerate() -> None:
+    committed = repository_root() / "reports" / "index.html"
+    assert committed.is_file(), f"expected {committed}: run `{COMMAND}`"
+    assert committed.read_text(encoding="utf-8") == render_layout(Layout.repository()), (
+        f"reports/index.html drifted from tests/fixtures/providers: run `{COMMAND}` and commit the result"
+    )
+
+
+def test_the_report_command_writes_the_page_only_when_asked_with_html(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from jevper.probe.cli import main
+
+    layout = Layout.out(tmp_path)
+    rec = recording(layout.fixtures_root, "llamacpp-b10434", [probe("chat-logprobs", "supported", "20 alts")])
+    save_results(rec, layout.results_path(rec.key))
+    assert main(["report", "--out", str(tmp_path)]) == 0
+    assert not (tmp_path / "reports" / "index.html").exists()
+    assert main(["report", "--html", "--out", str(tmp_path)]) == 0
+    assert f"generated {tmp_path / 'reports' / 'index.html'}" in capsys.readouterr().out
+    assert "20 alts" in (tmp_path / "reports" / "index.html").read_text(encoding="utf-8")
