@@ -199,7 +199,7 @@ def _record(
     summary = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
     print(f"{len(report.recording.probes)} probes in {report.wall_time_s} s: {summary}")
     if not report.complete:
-        print(f"not answered: {', '.join(report.not_run)}", file=sys.stderr)
+        print(f"not run (no answer): {', '.join(report.not_run)}", file=sys.stderr)
         print(f"partial run written to {report.written_to}; committed fixtures untouched", file=sys.stderr)
         return EXIT_INCOMPLETE
     print(f"cassettes, provenance and results written to {report.written_to}")

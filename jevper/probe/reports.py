@@ -121,28 +121,29 @@ def replace_generated(page: str, generated: str) -> str:
     return page[:head_end] + "\n" + generated.rstrip("\n") + "\n" + page[end:]
 
 
-def render_all(layout: Layout) -> list[Path]:
-    """Write every report the layout's fixtures support; returns the files written."""
+def generate(layout: Layout) -> dict[Path, str]:
+    """Every generated file the layout's fixtures support, with its content; nothing is written."""
     catalogue = load_catalogue()
     recordings = columns(layout)
-    written: list[Path] = []
-    layout.reports_dir.mkdir(parents=True, exist_ok=True)
+    files: dict[Path, str] = {}
     for recording in recordings:
-        if recording.provenance != "recorded":
-            continue
-        path = layout.reports_dir / f"{recording.key}.md"
-        path.write_text(render_recording(recording, catalogue), encoding="utf-8")
-        written.append(path)
-    path = layout.reports_dir / "capabilities.md"
-    path.write_text(render_capabilities(recordings, catalogue), encoding="utf-8")
-    written.append(path)
+        if recording.provenance == "recorded":
+            files[layout.reports_dir / f"{recording.key}.md"] = render_recording(recording, catalogue)
+    files[layout.reports_dir / "capabilities.md"] = render_capabilities(recordings, catalogue)
     if layout.docs_page is not None and layout.docs_page.exists():
         page = layout.docs_page.read_text(encoding="utf-8")
-        updated = replace_generated(page, render_docs_tables(recordings, catalogue))
-        if updated != page:
-            layout.docs_page.write_text(updated, encoding="utf-8")
-        written.append(layout.docs_page)
-    return written
+        files[layout.docs_page] = replace_generated(page, render_docs_tables(recordings, catalogue))
+    return files
+
+
+def render_all(layout: Layout) -> list[Path]:
+    """Write every generated file; returns the files written."""
+    files = generate(layout)
+    layout.reports_dir.mkdir(parents=True, exist_ok=True)
+    for path, content in files.items():
+        if not path.exists() or path.read_text(encoding="utf-8") != content:
+            path.write_text(content, encoding="utf-8")
+    return list(files)
 
 
 def print_matrix(recording: Recording, catalogue: Catalogue | None = None) -> None:

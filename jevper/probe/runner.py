@@ -95,6 +95,9 @@ def _run_one(
                 failure = Verdict("not-run", f"not run: could not connect ({exc})", "")
             except httpx.TransportError as exc:
                 failure = Verdict("fault", f"the connection broke: {type(exc).__name__}: {exc}", "")
+                if not _accepts_connections(str(client.base_url)):
+                    # A dead server breaks the pooled connection first; that is not an answer either.
+                    failure = Verdict("not-run", "not run: the server stopped accepting connections", "")
             except CannotOverwriteExistingCassetteException:
                 failure = Verdict("fault", "the request is not in the cassette; record it again", "")
             if failure is not None:
@@ -107,3 +110,14 @@ def _run_one(
             path.unlink(missing_ok=True)
         return ProbeRun(probe, None, failure, elapsed)
     return ProbeRun(probe, status, classify(probe, load_exchanges(path)), elapsed)
+
+
+def _accepts_connections(base_url: str) -> bool:
+    try:
+        with httpx.Client(timeout=5.0) as fresh:
+            fresh.get(base_url)
+    except httpx.ConnectError:
+        return False
+    except httpx.HTTPError:
+        return True
+    return True

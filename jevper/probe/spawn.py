@@ -219,7 +219,7 @@ def spawn_llamacpp(
             model_name=EMBEDDED_MODEL_NAME,
             command=tuple(shown),
             log_path=log_path,
-            extra={"build_info": build, "binary_package": binary.package},
+            extra={"build_info": build, "binary_package": binary.package, "pid": str(process.pid)},
         )
     finally:
         stop(process)

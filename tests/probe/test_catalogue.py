@@ -1,0 +1,174 @@
+"""The catalogue is data: 45 ids, each naming a classifier that exists, each request reproducible."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import pytest
+
+from jevper.probe.catalogue import DATA_FILES, PROBE_FILES, load_catalogue
+from jevper.probe.classifiers import CLASSIFIERS
+from jevper.probe.cli import main
+from jevper.probe.compose import requests_for
+from jevper.probe.presets import get_preset, load_presets
+from jevper.probe.prompts import prompt_fields
+from jevper.probe.reference import load_reference
+
+#: The contract: exactly these ids, in this order.
+CANONICAL_IDS = [
+    "chat-logprobs",
+    "chat-logprobs-1-top",
+    "chat-logprobs-5-tops",
+    "chat-logprobs-no-tops",
+    "chat-logprobs-21-tops",
+    "chat-tops-without-logprobs",
+    "chat-logprobs-long",
+    "chat-thinking-off-logprobs",
+    "chat-thinking-on-logprobs",
+    "chat-bad-model",
+    "chat-bad-path",
+    "chat-bad-json-body",
+    "chat-missing-messages",
+    "chat-n-two",
+    "chat-developer-role",
+    "chat-system-after-user",
+    "chat-stream-zero",
+    "chat-unknown-field",
+    "chat-grammar",
+    "chat-json-schema-strict",
+    "chat-max-completion-tokens",
+    "chat-reasoning-effort-none",
+    "chat-reasoning-effort-xhigh",
+    "chat-cache-key",
+    "chat-cache-warm",
+    "chat-cache-state-varied",
+    "chat-cache-key-256",
+    "chat-cache-salt",
+    "responses-logprobs",
+    "responses-thinking-off-logprobs",
+    "responses-openresponses-items",
+    "responses-input-text-parts",
+    "responses-strict-schema",
+    "responses-budget-truncated",
+    "responses-bad-model",
+    "responses-encrypted-reasoning",
+    "responses-cache-cold",
+    "responses-cache-warm",
+    "messages-plain",
+    "messages-system-turn",
+    "messages-thinking",
+    "messages-warm",
+    "messages-output-config",
+    "messages-output-config-bad-type",
+    "messages-no-max-tokens",
+]
+
+CATALOGUE = load_catalogue()
+
+
+def test_list_prints_exactly_the_45_canonical_ids_with_their_surface(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[0] for line in lines] == CANONICAL_IDS
+    assert len(lines) == 45
+    surfaces = {line.split("\t")[1] for line in lines}
+    assert surfaces == {"chat_completions", "responses", "messages"}
+
+
+def test_every_probe_names_a_classifier_that_exists_and_every_classifier_is_used() -> None:
+    named = {probe.classifier for probe in CATALOGUE.probes}
+    assert named - set(CLASSIFIERS) == set(), "probes name classifiers that do not exist"
+    assert set(CLASSIFIERS) - named == set(), "classifiers no probe uses"
+
+
+def test_every_toml_file_shipped_with_the_catalogue_is_read() -> None:
+    shipped = {p.name for p in resources.files("jevper.probes").iterdir() if p.name.endswith(".toml")}
+    assert shipped == set(PROBE_FILES) | set(DATA_FILES)
+
+
+def test_every_topic_has_probes_and_every_probe_has_a_topic() -> None:
+    used = {probe.topic for probe in CATALOGUE.probes}
+    assert used == {topic.id for topic in CATALOGUE.topics}
+
+
+def test_presets_carry_the_catalogue_base_urls_and_thinking_off_fields() -> None:
+    urls = {name: preset.base_url for name, preset in load_presets().items()}
+    assert urls == {
+        "ollama": "http://127.0.0.1:11434/v1",
+        "llamacpp": "http://127.0.0.1:8080/v1",
+        "vllm": "http://127.0.0.1:8000/v1",
+        "sglang": "http://127.0.0.1:30000/v1",
+        "lmstudio": "http://127.0.0.1:1234/v1",
+    }
+    ollama = get_preset("ollama").thinking_off
+    assert ollama["chat_completions"] == {"reasoning_effort": "none"}
+    assert ollama["responses"] == {"reasoning": {"effort": "none"}}
+    for name in ("llamacpp", "vllm", "sglang"):
+        assert get_preset(name).thinking_off["chat_completions"] == {
+            "chat_template_kwargs": {"enable_thinking": False}
+        }
+    assert all(not fields for fields in get_preset("lmstudio").thinking_off.values())
+
+
+@pytest.mark.parametrize("server", sorted(load_presets()))
+def test_every_json_request_sends_temperature_zero_a_fixed_seed_and_the_preset_model(server: str) -> None:
+    preset = get_preset(server)
+    for probe in CATALOGUE.probes:
+        for request in requests_for(probe, CATALOGUE, preset):
+            if request.json_body is None:
+                assert probe.raw_body is not None
+                continue
+            assert request.json_body["temperature"] == 0
+            assert isinstance(request.json_body["seed"], int)
+            assert request.json_body["model"] in (preset.model, probe.model)
+            assert json.loads(request.content) == request.json_body
+
+
+def test_thinking_probes_leave_the_thinking_off_field_out_and_the_others_send_it() -> None:
+    preset = get_preset("llamacpp")
+    for probe in CATALOGUE.probes:
+        body = requests_for(probe, CATALOGUE, preset)[-1].json_body
+        if body is None:
+            continue
+        assert ("chat_template_kwargs" in body) == probe.thinking_off, probe.id
+
+
+def test_the_long_prompt_puts_examples_then_question_then_state_and_varies_only_the_state() -> None:
+    long = prompt_fields("long", "chat_completions")["messages"][-1]["content"]
+    varied = prompt_fields("long-state-varied", "chat_completions")["messages"][-1]["content"]
+    assert long.index("Message:") < long.index("Question:") < long.index("State:")
+    shared = len(long[: long.index("State:")])
+    assert long[:shared] == varied[:shared] and long != varied
+    assert 7000 < len(long) < 11000  # about 2,000 tokens of English
+
+
+def test_warm_probes_send_the_identical_request_twice() -> None:
+    preset = get_preset("llamacpp")
+    for probe_id in ("chat-cache-warm", "responses-cache-warm", "messages-warm"):
+        first, second = requests_for(CATALOGUE.get(probe_id), CATALOGUE, preset)
+        assert first.content == second.content
+
+
+def test_dry_run_prints_every_request_without_touching_the_network(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--server", "vllm", "--dry-run", "--only", "messages-*"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("POST /messages") == 8  # seven probes, messages-warm primes with one more
+    assert '"model": "qwen3.5-9b"' in out
+
+
+def test_only_with_a_glob_that_matches_nothing_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--list", "--only", "nothing-*"]) == 2
+    assert "no probe id matches" in capsys.readouterr().err
+
+
+def test_the_reference_names_only_probes_of_the_catalogue_for_each_transcribed_server() -> None:
+    reference = load_reference()
+    assert {"ollama", "llamacpp", "vllm", "sglang", "lmstudio"} <= set(reference)
+    ids = set(CANONICAL_IDS)
+    for server in reference.values():
+        assert set(server.probes) <= ids

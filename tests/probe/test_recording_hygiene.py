@@ -1,0 +1,65 @@
+"""What reaches a cassette: no noise that changes per call, no credential anywhere."""
+
+from __future__ import annotations
+
+import json
+
+from vcr.request import Request
+
+from jevper.probe.recording import REDACTED, prune, request_hook, response_hook
+from jevper.probe.verify import expected_actual
+
+
+def test_pruning_drops_ids_timestamps_fingerprints_bytes_and_timings_but_cache_n() -> None:
+    body = {
+        "id": "chatcmpl-1",
+        "created": 1,
+        "system_fingerprint": "b1-x",
+        "choices": [{"logprobs": {"content": [{"id": 49, "token": "A", "bytes": [65], "logprob": -0.1}]}}],
+        "timings": {"cache_n": 12, "prompt_ms": 3.5},
+        "usage": {"prompt_tokens": 5},
+    }
+    assert prune(body) == {
+        "choices": [{"logprobs": {"content": [{"token": "A", "logprob": -0.1}]}}],
+        "timings": {"cache_n": 12},
+        "usage": {"prompt_tokens": 5},
+    }
+
+
+def test_a_recorded_request_keeps_only_content_type_drops_the_port_and_scrubs_the_key() -> None:
+    key = "sk-jevper-secret-123"
+    request = Request(
+        "POST",
+        f"http://127.0.0.1:43121/v1/chat/completions?key={key}",
+        json.dumps({"model": "m", "note": f"Bearer {key}"}).encode(),
+        {
+            "Authorization": f"Bearer {key}",
+            "X-Api-Key": key,
+            "Cookie": "a=b",
+            "Content-Type": "application/json",
+        },
+    )
+    recorded = request_hook([key])(request)
+    assert recorded.uri == f"http://127.0.0.1/v1/chat/completions?key={REDACTED}"
+    assert dict(recorded.headers) == {"content-type": "application/json"}
+    assert key not in recorded.body.decode()
+
+
+def test_a_recorded_response_is_pruned_indented_and_scrubbed() -> None:
+    key = "sk-jevper-secret-123"
+    response = {
+        "status": {"code": 401, "message": "Unauthorized"},
+        "headers": {"Set-Cookie": ["s=1"], "Content-Type": ["application/json"], "Date": ["now"]},
+        "body": {"string": json.dumps({"error": {"message": f"bad key {key}"}, "created": 5}).encode()},
+    }
+    recorded = response_hook([key])(response)
+    text = recorded["body"]["string"].decode()
+    assert key not in text and "created" not in text
+    assert text.startswith("{\n")
+    assert recorded["headers"] == {"content-type": ["application/json"]}
+
+
+def test_a_verifier_states_what_was_expected_and_what_arrived() -> None:
+    assert (
+        expected_actual("one of A, B, C", '"A: billing"') == 'expected one of A, B, C / actual "A: billing"'
+    )
