@@ -214,9 +214,11 @@ def render_layout(layout: Layout) -> str:
 
     recordings = columns(layout)
     cassettes = {r.key: layout.fixture_dir(r.key) for r in recordings if r.provenance == "recorded"}
-    return render_index(
-        recordings, load_catalogue(), cassettes=cassettes, source=_source(layout.fixtures_root)
-    )
+    command = COMMAND
+    if layout.results_root is not None:  # an --out folder, not the repository
+        command = f"{COMMAND} --out {_source(layout.reports_dir.parent)}"
+    source = _source(layout.fixtures_root)
+    return render_index(recordings, load_catalogue(), cassettes=cassettes, source=source, command=command)
 
 
 def write_index(layout: Layout) -> Path:
