@@ -114,7 +114,7 @@ def main_run(argv: Sequence[str]) -> int:
             from jevper.probe.compose import requests_for
 
             for request in requests_for(probe, catalogue, preset):
-                print(f"# {probe.id}\n{request.describe()}\n")
+                print(f"# {probe.id} -> {preset.base_url}{request.path}\n{request.describe()}\n")
         return EXIT_OK
     api_key = args.api_key or os.environ.get("JEVPER_API_KEY") or None
     command = _command_line(argv, api_key)

@@ -137,7 +137,9 @@ def iter_recordings(layout: Layout) -> Iterator[Recording]:
     """Every complete recording under the layout, sorted by key (partial runs are not recordings)."""
     if layout.results_root is None:
         paths = sorted(layout.fixtures_root.glob("*/results.json"))
-        paths = [p for p in paths if not p.parent.name.endswith(".partial")]
+        paths = [
+            p for p in paths if not p.parent.name.endswith(".partial") and not p.parent.name.startswith(".")
+        ]
     else:
         paths = sorted(layout.results_root.glob("*.json"))
     for path in paths:
