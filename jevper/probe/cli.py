@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from jevper.probe import diff
 from jevper.probe.catalogue import CatalogueError, Probe, load_catalogue
 from jevper.probe.presets import get_preset, load_presets
 from jevper.probe.results import UNANSWERED, Layout, iter_recordings, save_results
@@ -292,6 +293,7 @@ def main_report(argv: Sequence[str]) -> int:
 #: name -> (parser builder, handler). A new command is one more entry here.
 COMMANDS: dict[str, tuple[Callable[[], argparse.ArgumentParser], Callable[[Sequence[str]], int]]] = {
     "report": (report_parser, main_report),
+    "diff": (diff.parser, diff.main),
 }
 
 
