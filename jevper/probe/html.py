@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import yaml
 
 from jevper.probe.catalogue import Catalogue, load_catalogue
 from jevper.probe.recording import CASSETTE_SUFFIX, load_exchanges
@@ -369,7 +370,7 @@ def _exchanges(path: Path) -> tuple[Exchange, ...]:
         return ()
     try:
         loaded = load_exchanges(path)
-    except (ValueError, KeyError, TypeError) as error:
+    except (yaml.YAMLError, ValueError, KeyError, TypeError) as error:
         raise PageError(f"cassette {path}: expected a vcrpy cassette, could not read it ({error})") from None
     return tuple(
         Exchange(

@@ -243,6 +243,23 @@ def test_a_probe_outside_the_catalogue_is_refused_by_naming_it(tmp_path: Path) -
         page_of(tmp_path, broken)
 
 
+def test_an_unreadable_cassette_is_refused_by_naming_the_file(tmp_path: Path) -> None:
+    rec = recording(tmp_path, "llamacpp-b10434", [probe("chat-logprobs", "supported", "20")])
+    (tmp_path / rec.key / "chat-logprobs.yaml").write_text("interactions: [\n  {request: ", encoding="utf-8")
+    with pytest.raises(PageError, match=r"chat-logprobs\.yaml: expected a vcrpy cassette, could not read it"):
+        page_of(tmp_path, rec)
+
+
+def test_a_body_that_is_not_json_is_shown_as_text_cut_to_a_bound(tmp_path: Path) -> None:
+    body = "404 page not found " * 100
+    probes = [probe("chat-bad-path", "refused", "404", status=404)]
+    rec = recording(tmp_path, "llamacpp-b10434", probes, bodies={"chat-bad-path": body})
+    excerpt = cell(page_of(tmp_path, rec), rec.key, "chat-bad-path").exchanges[0].response_excerpt
+    assert excerpt.startswith("404 page not found 404 page not found")
+    assert excerpt.endswith(f"… ({len(body)} characters in all)")
+    assert len(excerpt) < 1000
+
+
 def test_an_unknown_outcome_is_refused_by_listing_the_known_ones(tmp_path: Path) -> None:
     rec = recording(tmp_path, "llamacpp-b10434", [probe("chat-logprobs", "maybe", "20")])
     with pytest.raises(PageError, match=r"expected an outcome among supported.*got 'maybe'"):
