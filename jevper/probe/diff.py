@@ -149,10 +149,18 @@ def _missing_note(diff: RecordingDiff) -> str:
     return f" ({absent} of them present in one recording only)" if absent else ""
 
 
-def _cell(result: ProbeResult | None) -> str:
+def _cell(result: ProbeResult | None, width: int = 120) -> str:
     if result is None:
         return "*not in this recording*"
-    return _escape(f"{result.outcome}: {result.verdict}")
+    text = " ".join(_verdict_line(result).split())
+    return _escape(text if len(text) <= width else text[: width - 1] + "…")
+
+
+def _verdict_line(result: ProbeResult) -> str:
+    # Many verdicts already open with their outcome ("refused: 400 …"); say it once.
+    if result.verdict.startswith(result.outcome):
+        return result.verdict
+    return f"{result.outcome}: {result.verdict}"
 
 
 def _escape(text: str) -> str:
@@ -165,7 +173,7 @@ def _side(
     if result is None:
         return [f"**{key}**: not in this recording.", ""]
     status = "no response" if result.status is None else f"HTTP {result.status}"
-    lines = [f"**{key}** — {result.outcome}, {status}: {_escape(result.verdict)}", ""]
+    lines = [f"**{key}** ({status}) — {_escape(_verdict_line(result))}", ""]
     cassette = source.fixtures / f"{probe_id}.yaml"
     if cassette.is_file():
         shown = os.path.relpath(cassette, report_path.parent) if report_path else str(cassette)
