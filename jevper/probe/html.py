@@ -260,8 +260,9 @@ def _natural(text: str) -> tuple[tuple[int, int | str], ...]:
 
 
 def _column_order(recording: Recording) -> tuple[Any, ...]:
+    # Live recordings first (what was measured here), then the transcribed reference columns.
     transcribed = recording.provenance == "transcribed"
-    return (recording.server, transcribed, _natural(recording.release), recording.key)
+    return (transcribed, recording.server, _natural(recording.release), recording.key)
 
 
 def _column(recording: Recording) -> Column:

@@ -127,7 +127,9 @@ def test_every_catalogue_probe_has_a_row_even_when_no_recording_has_it(tmp_path:
     assert cell(page, "llamacpp-b10434", "messages-plain").verdict == "not recorded"
 
 
-def test_columns_are_ordered_by_server_then_release_numerically_with_transcribed_last(tmp_path: Path) -> None:
+def test_columns_put_recordings_first_by_server_and_release_numerically_then_transcribed(
+    tmp_path: Path,
+) -> None:
     one = [probe("chat-logprobs", "supported", "yes")]
     recs = [
         recording(tmp_path, "vllm-0.32.0", one),
@@ -138,8 +140,8 @@ def test_columns_are_ordered_by_server_then_release_numerically_with_transcribed
     assert [c.key for c in page_of(tmp_path, *recs).columns] == [
         "llamacpp-b9999",
         "llamacpp-b10434",
-        "llamacpp-b11139-reference",
         "vllm-0.32.0",
+        "llamacpp-b11139-reference",
     ]
 
 
