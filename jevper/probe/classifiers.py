@@ -39,14 +39,21 @@ def classifier(fn: Classifier) -> Classifier:
     return fn
 
 
+#: Statuses that mean "not now" (rate limit, bad gateway, unavailable, gateway timeout), never "no".
+TRANSIENT_STATUSES = frozenset({429, 502, 503, 504})
+
+
 def classify(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     """The verdict for one probe; a probe with no exchange, or a body no reader takes, is a fault."""
     if not exchanges:
         return Verdict("fault", "no exchange was recorded", "")
+    last = exchanges[-1]
+    if last.status in TRANSIENT_STATUSES:
+        # Overload or a proxy's failure says nothing about the probed feature; it is not a refusal.
+        return Verdict("fault", f"{last.status}: the server was unavailable, try again", excerpt(last.text))
     try:
         return CLASSIFIERS[probe.classifier](probe, exchanges)
     except JevperError as exc:
-        last = exchanges[-1]
         return Verdict("fault", f"{last.status}, unreadable body: {exc}", excerpt(last.text))
 
 
