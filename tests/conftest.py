@@ -16,6 +16,28 @@ def llamacpp() -> Iterator[SpawnedServer]:
         yield server
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--live",
+        choices=("llamacpp", "vllm"),
+        default="llamacpp",
+        help="the real server behind the `live_server` fixture: the embedded llama.cpp (default; starts "
+        "in a second) or vLLM on the CPU (builds ~3.4 GB once, then ~2 min to start)",
+    )
+
+
+@pytest.fixture(scope="session")
+def live_server(request: pytest.FixtureRequest) -> Iterator[SpawnedServer]:
+    """The server `--live` names, started once per session on a free loopback port."""
+    if request.config.getoption("--live") == "vllm":
+        from jevper.probe.spawn_vllm import spawn_vllm
+
+        with spawn_vllm() as server:
+            yield server
+    else:
+        yield request.getfixturevalue("llamacpp")
+
+
 @pytest.fixture(scope="session")
 def vcr_config() -> dict[str, object]:
     return {
