@@ -211,6 +211,19 @@ def test_clicking_a_cell_shows_its_request_status_and_response(
     browser.save_screenshot(str(ARTIFACTS / "capabilities-evidence.png"))
 
 
+def test_a_link_to_a_cell_opens_the_page_on_its_evidence(browser: WebDriver, committed_page: Path) -> None:
+    recording = recorded()
+    result = recording.probes[-1]
+    open_page(browser, committed_page)
+    cell_button(browser, recording.key, result.id).click()
+    link = browser.current_url
+    assert link.endswith(f"#cell-{recording.key}--{result.id}")
+    browser.get("about:blank")
+    browser.get(link)
+    WebDriverWait(browser, WAIT_S).until(lambda d: result.id in evidence(d, "h3"))
+    assert evidence(browser, ".ev-verdict") == result.verdict
+
+
 def test_moving_to_a_cell_with_the_tab_key_shows_its_evidence(
     browser: WebDriver, committed_page: Path
 ) -> None:

@@ -14,6 +14,8 @@
     selected = button;
     button.setAttribute("aria-pressed", "true");
     panel.classList.add("open");
+    // The address names the selected cell, so a link can open the page on that evidence.
+    history.replaceState(null, "", "#" + button.id);
   }
 
   function close() {
@@ -51,4 +53,10 @@
   document.querySelectorAll('input[name="surface"]').forEach(function (input) {
     input.addEventListener("change", function () { filter(input.value); });
   });
+
+  var linked = location.hash ? document.getElementById(location.hash.slice(1)) : null;
+  if (linked && linked.classList.contains("cell")) {
+    show(linked);
+    linked.scrollIntoView({ block: "center", inline: "center" });
+  }
 })();
