@@ -26,8 +26,9 @@ def _entry(surface: str, path: str, value: object) -> TokenLogprob:
         alt = r.mapping(surface, alt_path, alt_value)
         alt_token = r.string(surface, f"{alt_path}.token", alt.get("token"))
         alt_lp = r.logprob(surface, f"{alt_path}.logprob", alt.get("logprob"))
-        # Distinct byte-level tokens may render to the same text; only the same token twice is wrong.
-        identity = alt.get("bytes") if alt.get("bytes") is not None else alt.get("id")
+        # Distinct tokens may render to the same text (byte pieces, special tokens with no text); only
+        # the same token twice is wrong, so the token id, or else its bytes, tells them apart.
+        identity = alt.get("id") if alt.get("id") is not None else alt.get("bytes")
         key = f"{alt_token}\x00{identity!r}"
         if key in seen:
             raise MalformedAnswerError(

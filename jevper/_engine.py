@@ -1,0 +1,325 @@
+"""The surface-blind core: one question in, one answer out, as a generator of requests.
+
+The engine never performs I/O. It yields a ``Call`` and is sent back the ``WireResult`` (or thrown
+the ``ProviderError``); the blocking and the async client drive the same generator, so both behave
+alike by construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from jevper._ask import MAX_LABELS, Ask, Kind, ask, label_grammar, render_example
+from jevper._distribution import make_answer
+from jevper._errors import InvalidQuestionError, LabelReadoutError, MalformedAnswerError, ProviderError
+from jevper._memory import Memory
+from jevper._prompt import StateTurns, derived_cache_key, layout, state_turns
+from jevper._readout import Unreadable, read_json, read_labels
+from jevper._wire import Surface, Turn, WireRequest, WireResult
+from jevper.models import Answer, Api, Example, Method, ReasoningConfig
+from jevper.questions import Question
+
+_LOGPROB_FIELDS = frozenset({"logprobs", "top_logprobs", "include"})
+_DROPPABLE_ON_MESSAGES = frozenset({"output_config", "thinking"})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a call is asked with, after per-call overrides."""
+
+    model: str
+    method: Method
+    api: Api
+    extra_body: Mapping[str, Any]
+    top_logprobs: int
+    normalize: bool
+    examples: tuple[Example, ...]
+    prompt_cache_key: str | None
+    reasoning: ReasoningConfig | None
+
+
+@dataclass(frozen=True)
+class Call:
+    surface: Surface
+    request: WireRequest
+
+
+@dataclass
+class Trail:
+    """What happened to one question, for ``response.debug``."""
+
+    requests: int = 0
+    why: list[str] = field(default_factory=list)
+    results: list[WireResult] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    answer: Answer
+    trail: Trail
+    surface: Surface
+    method: str
+
+
+class _Move(Exception):
+    """api="auto": this surface cannot carry what was asked; the model moves to Chat Completions."""
+
+
+class _Structured(Exception):
+    """method="auto": no distribution on this surface; answer in JSON and remember it."""
+
+
+Step = Generator[Call, WireResult, Outcome]
+
+
+def answer(question: Question, state: StateTurns, settings: Settings, memory: Memory, qid: str) -> Step:
+    trail = Trail()
+    while True:
+        surface = settings.api if settings.api != "auto" else memory.route(settings.model)
+        kind = _kind(question, settings, memory, surface, trail)
+        try:
+            if kind == "label":
+                raw, result, method = yield from _label(question, state, settings, surface, qid, trail)
+            else:
+                raw, result = yield from _json(question, kind, state, settings, memory, surface, qid, trail)
+                method = kind
+        except _Move as move:
+            why = f"{surface} → chat_completions: {move}"
+            memory.move(settings.model, "chat_completions", why)
+            trail.why.append(why)
+            continue
+        except _Structured as fallback:
+            why = f"no distribution on {surface}: {fallback}"
+            memory.judge(settings.model, surface, "structured", why)
+            trail.why.append(why)
+            continue
+        if kind == "label" and settings.method == "auto":
+            memory.judge(settings.model, surface, "logprobs", "a real distribution came back")
+        built = make_answer(
+            question,
+            raw,
+            normalize=settings.normalize,
+            method=method,
+            surface=surface,
+            reasoning=result.reasoning,
+        )
+        return Outcome(built, trail, surface, method)
+
+
+def _kind(question: Question, settings: Settings, memory: Memory, surface: Surface, trail: Trail) -> Kind:
+    method = settings.method
+    if method in ("structured", "discrete"):
+        return "structured" if method == "structured" else "discrete"
+    if method in ("logprobs", "grammar"):
+        if surface == "messages":
+            raise InvalidQuestionError(
+                f"method={method!r}: expected a surface that carries logprobs, got api='messages' (the "
+                "Messages API has no logprob field); use method='structured' or 'discrete'"
+            )
+        return "label"
+    if surface == "messages":
+        _once(trail, "messages carries no logprobs: answered with structured")
+        return "structured"
+    if len(question.options) > MAX_LABELS:
+        _once(
+            trail, f"{len(question.options)} options exceed the {MAX_LABELS} labels: answered with structured"
+        )
+        return "structured"
+    verdict = memory.verdict(settings.model, surface)
+    if verdict is not None and verdict.value == "structured":
+        _once(trail, f"remembered: {verdict.why}")
+        return "structured"
+    return "label"
+
+
+def _once(trail: Trail, why: str) -> None:
+    if why not in trail.why:
+        trail.why.append(why)
+
+
+def _request(a: Ask, question: Question, state: StateTurns, settings: Settings, qid: str) -> WireRequest:
+    examples = _examples(a, question, settings.examples, qid)
+    prompt = layout(a.system, examples, a.question, state)
+    key = settings.prompt_cache_key or derived_cache_key(
+        settings.model, a.kind, a.system, examples or "", a.question
+    )
+    reasoning = settings.reasoning
+    return WireRequest(
+        model=settings.model,
+        system=prompt.system,
+        turns=prompt.turns,
+        logprobs=a.kind == "label",
+        top_logprobs=settings.top_logprobs,
+        grammar=a.grammar,
+        schema=a.schema,
+        prompt_cache_key=key,
+        reasoning_effort=reasoning.effort if reasoning else None,
+        thinking_budget=reasoning.budget_tokens if reasoning else None,
+        extra_body=settings.extra_body,
+    )
+
+
+def _examples(a: Ask, question: Question, examples: tuple[Example, ...], qid: str) -> str | None:
+    shown = []
+    for example in examples:
+        if qid not in example.answers:
+            continue
+        state = state_turns(example.state)
+        text = "\n".join(t.content if t.role == "user" else f"{t.role}: {t.content}" for t in state.turns)
+        shown.append(f"{text}\nAnswer: {render_example(question, a.kind, example.answers[qid], a.labels)}")
+    if not shown:
+        return None
+    return "Worked examples of states and their right answers:\n\n" + "\n\n".join(shown)
+
+
+def _send(surface: Surface, request: WireRequest, trail: Trail) -> Generator[Call, WireResult, WireResult]:
+    trail.requests += 1
+    result = yield Call(surface, request)
+    trail.results.append(result)
+    return result
+
+
+def _caller_field(error: ProviderError, settings: Settings) -> ProviderError:
+    """A refusal of a field the caller put in extra_body is reported as the caller's own."""
+    if error.kind != "field_refused" or error.field not in settings.extra_body:
+        return error
+    refused = ProviderError(
+        f"the server refused the caller's extra_body field {error.field!r} ({error.status}): "
+        f"{error.server_message!r}; omit the field or send it with the type the server expects",
+        status=error.status,
+        server_message=error.server_message,
+        kind=error.kind,
+        field=error.field,
+    )
+    return refused
+
+
+def _label(
+    question: Question, state: StateTurns, settings: Settings, surface: Surface, qid: str, trail: Trail
+) -> Generator[Call, WireResult, tuple[dict[str, float], WireResult, str]]:
+    method = "grammar" if settings.method == "grammar" else "logprobs"
+    a = ask(question, "label", grammar=method == "grammar")
+    request = _request(a, question, state, settings, qid)
+    try:
+        result = yield from _send(surface, request, trail)
+        return read_labels(result, a), result, method
+    except ProviderError as error:
+        _no_distribution_route(error, settings, surface)
+        raise _caller_field(error, settings) from None
+    except Unreadable as unreadable:
+        if unreadable.why == "no_distribution":
+            _no_distribution(str(unreadable), settings, surface)
+        first = unreadable
+    # One corrective retry, continuing the same conversation so the prefix stays cached. Under
+    # method="auto" it also carries the label grammar: llama.cpp then has to answer with a label,
+    # servers without grammar support ignore the field.
+    retry_grammar = a.grammar or (label_grammar(a.labels) if settings.method == "auto" else None)
+    correction = (
+        f"Your reply must be exactly one of the letters {', '.join(a.labels)}. Reply with the letter only."
+    )
+    previous = (Turn("assistant", result.text),) if result.text else ()
+    retry = replace(
+        request, turns=(*request.turns, *previous, Turn("user", correction)), grammar=retry_grammar
+    )
+    trail.why.append(f"corrective retry: {first}")
+    try:
+        again = yield from _send(surface, retry, trail)
+        raw = read_labels(again, a)
+    except ProviderError as error:
+        raise LabelReadoutError(
+            f"{first}; the one corrective retry was refused by the server: {error.server_message!r}; "
+            "use method='structured'"
+        ) from error
+    except Unreadable as second:
+        raise LabelReadoutError(
+            f"{second} after one corrective retry (first reply: {first}); the model answers prose here — "
+            "use method='structured', or a server that honours method='grammar' (llama.cpp)"
+        ) from None
+    return raw, again, "grammar" if retry_grammar else method
+
+
+def _no_distribution_route(error: ProviderError, settings: Settings, surface: Surface) -> None:
+    refused_logprobs = error.kind == "logprobs_refused" or (
+        error.kind == "field_refused" and error.field in _LOGPROB_FIELDS
+    )
+    if error.kind == "missing_route" and settings.api == "auto" and surface != "chat_completions":
+        raise _Move(f"the route is missing ({error.status} {error.server_message!r})")
+    if refused_logprobs:
+        _no_distribution(
+            f"the server refused the logprob fields ({error.status} {error.server_message!r})",
+            settings,
+            surface,
+        )
+
+
+def _no_distribution(why: str, settings: Settings, surface: Surface) -> None:
+    if settings.api == "auto" and surface != "chat_completions":
+        raise _Move(f"the label readout needs a distribution: {why}")
+    if settings.method == "auto":
+        raise _Structured(why)
+    raise LabelReadoutError(f"{why}; this surface returns no distribution — use method='structured'")
+
+
+def _json(
+    question: Question,
+    kind: Kind,
+    state: StateTurns,
+    settings: Settings,
+    memory: Memory,
+    surface: Surface,
+    qid: str,
+    trail: Trail,
+) -> Generator[Call, WireResult, tuple[dict[str, float], WireResult]]:
+    a = ask(question, kind)
+    request = replace(
+        _request(a, question, state, settings, qid), omit=memory.omitted(settings.model, surface)
+    )
+    result = yield from _send_dropping(request, settings, memory, surface, trail)
+    try:
+        return read_json(result, a), result
+    except Unreadable as first:
+        trail.why.append(f"corrective retry: {first}")
+        correction = f"That reply was not a valid answer: {first}. Reply with the JSON object only."
+        previous = (Turn("assistant", result.text),) if result.text else ()
+        retry = replace(request, turns=(*request.turns, *previous, Turn("user", correction)))
+        again = yield from _send_dropping(retry, settings, memory, surface, trail)
+        try:
+            return read_json(again, a), again
+        except Unreadable as second:
+            raise MalformedAnswerError(
+                f"{surface}: {second} after one corrective retry (first reply: {first}); "
+                "use a stronger model, or method='logprobs' where the server carries logprobs"
+            ) from None
+
+
+def _send_dropping(
+    request: WireRequest, settings: Settings, memory: Memory, surface: Surface, trail: Trail
+) -> Generator[Call, WireResult, WireResult]:
+    """Send; on the Messages surface a 400 for output_config or thinking drops that field once."""
+    try:
+        return (yield from _send(surface, request, trail))
+    except ProviderError as error:
+        droppable = (
+            surface == "messages"
+            and error.status == 400
+            and error.field in _DROPPABLE_ON_MESSAGES
+            and error.field not in request.omit
+            and error.field not in settings.extra_body
+        )
+        if droppable and error.field is not None:
+            why = f"{error.status} {error.server_message!r}"
+            memory.limit(settings.model, surface, error.field, why)
+            trail.why.append(f"dropped {error.field}: {why}")
+            try:
+                return (yield from _send(surface, replace(request, omit=request.omit | {error.field}), trail))
+            except ProviderError as again:
+                raise _caller_field(again, settings) from None
+        _no_distribution_route_json(error, settings, surface)
+        raise _caller_field(error, settings) from None
+
+
+def _no_distribution_route_json(error: ProviderError, settings: Settings, surface: Surface) -> None:
+    if error.kind == "missing_route" and settings.api == "auto" and surface != "chat_completions":
+        raise _Move(f"the route is missing ({error.status} {error.server_message!r})")

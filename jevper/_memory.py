@@ -1,0 +1,61 @@
+"""What a client has learnt about its server, per model and surface, and why.
+
+Shared by every call of one client (and by threads of the blocking client), so writes take a lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from jevper._wire import Surface
+
+#: api="auto" starts here: the surface that can carry logprobs, schemas and reasoning items alike.
+PREFERRED_SURFACE: Surface = "responses"
+
+
+@dataclass(frozen=True)
+class Note:
+    value: str
+    why: str
+
+
+@dataclass
+class Memory:
+    routes: dict[str, Note] = field(default_factory=dict)  # model -> surface api="auto" uses
+    verdicts: dict[tuple[str, Surface], Note] = field(default_factory=dict)  # -> "logprobs" | "structured"
+    limits: dict[tuple[str, Surface], dict[str, str]] = field(default_factory=dict)  # refused field -> why
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def route(self, model: str) -> Surface:
+        note = self.routes.get(model)
+        return PREFERRED_SURFACE if note is None else _surface(note.value)
+
+    def move(self, model: str, surface: Surface, why: str) -> None:
+        with self._lock:
+            self.routes[model] = Note(surface, why)
+
+    def verdict(self, model: str, surface: Surface) -> Note | None:
+        return self.verdicts.get((model, surface))
+
+    def judge(self, model: str, surface: Surface, verdict: str, why: str) -> None:
+        with self._lock:
+            self.verdicts.setdefault((model, surface), Note(verdict, why))
+
+    def omitted(self, model: str, surface: Surface) -> frozenset[str]:
+        return frozenset(self.limits.get((model, surface), ()))
+
+    def limit(self, model: str, surface: Surface, name: str, why: str) -> None:
+        with self._lock:
+            self.limits.setdefault((model, surface), {})[name] = why
+
+    def server_limits(self, model: str, surface: Surface) -> dict[str, str]:
+        return dict(self.limits.get((model, surface), {}))
+
+
+def _surface(value: str) -> Surface:
+    if value == "chat_completions":
+        return "chat_completions"
+    if value == "messages":
+        return "messages"
+    return "responses"
