@@ -184,28 +184,36 @@ def encode(body: Any) -> bytes:
 # Messages carries no logprobs, so its variant of a logprob fault breaks the JSON answer the same way.
 
 
-def _number_answer(a: Answer, value: float) -> None:
-    answer = json.loads(a.text)
-    first = next(iter(answer), "answer")
-    answer[first] = value
-    a.text = json.dumps(answer, allow_nan=True)
+def _json_text(a: Answer) -> dict[str, Any] | None:
+    """The answer as a JSON object, when it is one (Messages, or a schema without logprobs)."""
+    if a.logprobs is not None:
+        return None
+    try:
+        value = json.loads(a.text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and value else None
 
 
 def _set_logprob(value: float) -> Callable[[Answer], None]:
     def mutate(a: Answer) -> None:
-        if a.logprobs is None:
-            _number_answer(a, value if not math.isfinite(value) else -value)
+        answer = _json_text(a)
+        if answer is not None:
+            # A positive logprob's analog in a JSON answer is a negative probability.
+            answer[next(iter(answer))] = value if not math.isfinite(value) else -value
+            a.text = json.dumps(answer, allow_nan=True)
             return
+        # Sent even when logprobs were not asked for: a server may volunteer them.
         token, _ = HEALTHY_LOGPROBS[0]
-        top = ((token, value), *HEALTHY_LOGPROBS[1:])
-        a.logprobs = [entry(token, value, top)]
+        a.text = token
+        a.logprobs = [entry(token, value, ((token, value), *HEALTHY_LOGPROBS[1:]))]
 
     return mutate
 
 
 def _invalid_utf8_content(a: Answer) -> None:
-    if a.logprobs is None:
-        a.text = a.text[:-1] + f', "note": "{_BAD_UTF8_MARK}"}}' if a.text.endswith("}") else _BAD_UTF8_MARK
+    if _json_text(a) is not None:
+        a.text = a.text[:-1] + f', "note": "{_BAD_UTF8_MARK}"}}'
     else:
         a.text = a.text + _BAD_UTF8_MARK
 
@@ -215,27 +223,26 @@ def _invalid_utf8_trace(a: Answer) -> None:
 
 
 def _short_logprobs(a: Answer) -> None:
-    if a.logprobs is None:
+    answer = _json_text(a)
+    if answer is not None:
         # The JSON analog: an answer that names fewer options than were asked about.
-        answer = json.loads(a.text)
-        first = next(iter(answer), "answer")
-        a.text = json.dumps({first: 1.0})
+        a.text = json.dumps({next(iter(answer)): 1.0})
         return
     # A trace the server split off, and a token list that stops before the answer's own token.
+    a.text = HEALTHY_LOGPROBS[0][0]
     a.trace = TRACE
     a.logprobs = [entry(t, -0.01, ((t, -0.01), ("x", -5.0))) for t in ("The", " state", " is")]
 
 
 def _duplicate_alternatives(a: Answer) -> None:
-    if a.logprobs is None:
-        answer = json.loads(a.text)
-        first = next(iter(answer), "answer")
+    answer = _json_text(a)
+    if answer is not None:
         # The same key twice in one object: json.loads keeps the last, a careful reader should not.
-        a.text = "{" + f'"{first}": 0.9, ' + a.text[1:]
+        a.text = "{" + f"{json.dumps(next(iter(answer)))}: 0.9, " + a.text[1:]
         return
     token, logprob = HEALTHY_LOGPROBS[0]
-    top = (HEALTHY_LOGPROBS[0], HEALTHY_LOGPROBS[0], *HEALTHY_LOGPROBS[1:])
-    a.logprobs = [entry(token, logprob, top)]
+    a.text = token
+    a.logprobs = [entry(token, logprob, (HEALTHY_LOGPROBS[0], *HEALTHY_LOGPROBS))]
 
 
 _EMPTY_KEY: dict[Surface, str] = {"chat_completions": "choices", "responses": "output", "messages": "content"}

@@ -396,7 +396,14 @@ class FaultServer:
         parsed = request.json()
         model = parsed.get("model") if isinstance(parsed, dict) else None
         answer = Answer(surface, parsed, model if isinstance(model, str) else self.model)
-        await chosen.serve(reply, surface, request, answer)
+        try:
+            await chosen.serve(reply, surface, request, answer)
+        except (ConnectionError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            # A bug here must not pass for an injected fault: say so on stderr and answer 599.
+            print(f"fault server: {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            await reply.json(599, "Fault Server Bug", {"error": {"message": f"{type(exc).__name__}: {exc}"}})
 
 
 async def _read_request(reader: asyncio.StreamReader) -> tuple[Request, str | None] | None:
