@@ -93,12 +93,20 @@ def as_body(surface: str, response: object) -> Mapping[str, Any]:
     """The parsed JSON body of an SDK response object, a mapping, or a JSON string."""
     if isinstance(response, Mapping):
         return response
-    for name in ("model_dump", "to_dict"):
-        dump = getattr(response, name, None)
-        if callable(dump):
+    dump = getattr(response, "model_dump", None)
+    if callable(dump):
+        try:
+            # A body the SDK's types do not expect (LM Studio's 200 error) is still the body.
+            value = dump(warnings=False)
+        except TypeError:
             value = dump()
-            if isinstance(value, Mapping):
-                return value
+        if isinstance(value, Mapping):
+            return value
+    to_dict = getattr(response, "to_dict", None)
+    if callable(to_dict):
+        value = to_dict()
+        if isinstance(value, Mapping):
+            return value
     if isinstance(response, str | bytes):
         try:
             value = json.loads(response)

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -80,13 +81,32 @@ def loopback() -> Iterator[Loopback]:
     port = server.server_address[1]
     state = Loopback(url=f"http://127.0.0.1:{port}/v1")
     server.RequestHandlerClass = _handler(state)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield state
     finally:
         server.shutdown()
         server.server_close()
+
+
+def transcribed(name: str) -> dict[str, Any]:
+    """A body transcribed from the reference document (provenance inside the file)."""
+    cases: dict[str, dict[str, Any]] = json.loads((FIXTURES / "wire" / "transcribed.json").read_text())
+    return cases[name]
+
+
+def recorded(name: str) -> dict[str, Any]:
+    """A body recorded from the embedded llama.cpp by tests/fixtures/client/record_wire.py."""
+    record: dict[str, Any] = json.loads((FIXTURES / "wire" / f"llamacpp_{name}.json").read_text())
+    return record
+
+
+@pytest.fixture
+def fixtures() -> Any:
+    """Recorded and transcribed bodies: ``fixtures.recorded(name)``, ``fixtures.transcribed(name)``."""
+
+    return SimpleNamespace(recorded=recorded, transcribed=transcribed)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,93 @@
+"""The public surface: what `import jevper` offers, and how questions validate."""
+
+from __future__ import annotations
+
+import pytest
+
+import jevper
+from jevper import Choice, InvalidQuestionError, JevperError, Noul, ReasoningConfig, Score, SystemOneClient
+
+PUBLIC = {
+    "AsyncSystemOneClient",
+    "Choice",
+    "ChoiceAnswer",
+    "Example",
+    "IncompleteAnswerError",
+    "InvalidQuestionError",
+    "JevperError",
+    "LabelReadoutError",
+    "MalformedAnswerError",
+    "Noul",
+    "NoulAnswer",
+    "ProviderError",
+    "ReasoningConfig",
+    "Score",
+    "ScoreAnswer",
+    "SystemOneClient",
+    "SystemOneResponse",
+    "Usage",
+    "__version__",
+}
+
+
+def test_the_public_names_are_exactly_the_documented_ones_and_sorted() -> None:
+    assert set(jevper.__all__) == PUBLIC
+    assert jevper.__all__ == sorted(jevper.__all__)
+    for name in jevper.__all__:
+        assert getattr(jevper, name) is not None
+
+
+def test_every_public_error_is_a_jevper_error() -> None:
+    errors = [getattr(jevper, n) for n in jevper.__all__ if n.endswith("Error")]
+    assert len(errors) == 6
+    assert all(issubclass(e, JevperError) for e in errors)
+
+
+def test_the_error_tree_is_drawn_in_the_errors_module_docstring() -> None:
+    from jevper import _errors
+
+    for name in ("JevperError", "InvalidQuestionError", "LabelReadoutError", "ProviderError"):
+        assert name in (_errors.__doc__ or "")
+
+
+@pytest.mark.parametrize(
+    ("build", "words"),
+    [
+        (lambda: Choice(criteria={}), "expected 1 to 255 options, got 0"),
+        (lambda: Choice(criteria={f"o{i}": "x" for i in range(256)}), "got 256"),
+        (lambda: Choice(criteria={"a": ""}), "description of 'a'"),
+        (lambda: Choice(criteria=["a", "b"]), "expected criteria to be a mapping"),  # type: ignore[arg-type]
+        (lambda: Score(["only one"]), "expected 2 to 10 levels, got 1"),
+        (lambda: Score([str(i) for i in range(11)]), "got 11"),
+        (lambda: Score("low high"), "expected criteria to be a list"),
+        (lambda: Noul(""), "expected instructions to be a non-empty string"),
+        (lambda: ReasoningConfig(budget_tokens=0), "positive integer"),
+    ],
+)
+def test_invalid_questions_say_what_was_expected_and_what_arrived(build: object, words: str) -> None:
+    with pytest.raises(InvalidQuestionError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        build()  # type: ignore[operator]
+
+
+def test_a_choice_is_detached_from_the_callers_mapping() -> None:
+    criteria = {"a": "x", "b": "y"}
+    question = Choice(criteria=criteria)
+    criteria["c"] = "z"
+    assert question.options == ("a", "b")
+
+
+@pytest.mark.parametrize(
+    ("settings", "words"),
+    [
+        ({"method": "magic"}, "method: expected one of"),
+        ({"api": "grpc"}, "api: expected one of"),
+        ({"top_logprobs": 1}, "top_logprobs: expected an integer of at least 2"),
+        ({"max_concurrency": 0}, "max_concurrency"),
+        ({"timeout": None}, "timeout: expected a positive number of seconds"),
+        ({"model": ""}, "model: expected the server's model id"),
+    ],
+)
+def test_client_settings_are_validated_before_any_request(settings: dict[str, object], words: str) -> None:
+    arguments: dict[str, object] = {"model": "m", **settings}
+    with pytest.raises(InvalidQuestionError, match=words):
+        SystemOneClient(object(), **arguments)  # type: ignore[arg-type]

@@ -1,0 +1,339 @@
+"""Responses, Messages and api="auto" through the real openai and anthropic SDKs against a loopback
+server, replaying bodies recorded from the embedded llama.cpp or transcribed from the reference."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from anthropic import Anthropic
+from openai import OpenAI
+
+from jevper import (
+    Choice,
+    IncompleteAnswerError,
+    InvalidQuestionError,
+    MalformedAnswerError,
+    ProviderError,
+    ReasoningConfig,
+    SystemOneClient,
+    SystemOneResponse,
+)
+
+INTENT = Choice(criteria={"billing": "money", "technical": "errors", "sales": "pricing"})
+STATE = "I was charged twice."
+JSON_ANSWER = '{"billing": 0.7, "technical": 0.2, "sales": 0.1}'
+
+
+def chat_label(token: str = "A") -> dict[str, Any]:
+    top = [{"token": t, "logprob": lp} for t, lp in (("A", -0.3), ("B", -1.5), ("C", -2.5))]
+    return {
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": token},
+                "logprobs": {"content": [{"token": token, "logprob": -0.3, "top_logprobs": top}]},
+            }
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 1},
+    }
+
+
+def responses_body(text: str, logprobs: list[dict[str, Any]] | None = None, **extra: Any) -> dict[str, Any]:
+    part: dict[str, Any] = {"type": "output_text", "text": text, "annotations": []}
+    if logprobs is not None:
+        part["logprobs"] = logprobs
+    return {
+        "id": "resp_1",
+        "object": "response",
+        "status": "completed",
+        "model": "smollm2",
+        "output": [
+            {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed", "content": [part]}
+        ],
+        "usage": {"input_tokens": 9, "output_tokens": 1, "input_tokens_details": {"cached_tokens": 4}},
+        **extra,
+    }
+
+
+def messages_body(text: str | None, stop: str = "end_turn", **usage: int) -> dict[str, Any]:
+    content = [{"type": "text", "text": text}] if text is not None else []
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "smollm2",
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 9, "output_tokens": 5, **usage},
+    }
+
+
+def answers(response: SystemOneResponse) -> dict[str, Any]:
+    """The answers, typed loosely: each test knows which kind of question it asked."""
+    return dict(response.answers)
+
+
+def openai_client(loopback: Any, **settings: Any) -> SystemOneClient:
+    return SystemOneClient(
+        OpenAI(base_url=loopback.url, api_key="local", max_retries=0), model="smollm2", **settings
+    )
+
+
+def anthropic_client(loopback: Any, **settings: Any) -> SystemOneClient:
+    sdk = Anthropic(base_url=loopback.url.removesuffix("/v1"), api_key="local", max_retries=0)
+    return SystemOneClient(sdk, model="smollm2", api="messages", **settings)
+
+
+# --- Responses -------------------------------------------------------------------------------------
+
+
+def test_responses_reads_the_label_distribution_from_the_output_text_part(loopback: Any) -> None:
+    entry = {
+        "token": "B",
+        "logprob": -0.2,
+        "top_logprobs": [{"token": "B", "logprob": -0.2}, {"token": "A", "logprob": -1.8}],
+    }
+    loopback.reply("/responses", 200, responses_body("B", [entry]))
+    response = openai_client(loopback, api="responses", method="logprobs").system_one(
+        state=STATE, questions={"q": INTENT}
+    )
+    assert answers(response)["q"].choice == "technical"
+    assert response.usage.cached_tokens == 4
+    sent = loopback.bodies("/responses")[0]
+    assert all(item["type"] == "message" and isinstance(item["content"], str) for item in sent["input"])
+    assert sent["include"] == ["message.output_text.logprobs"] and sent["top_logprobs"] == 20
+    assert sent["prompt_cache_key"].startswith("jevper-")
+
+
+def test_responses_sends_a_strict_text_format_for_structured(loopback: Any) -> None:
+    loopback.reply("/responses", 200, responses_body(JSON_ANSWER))
+    openai_client(loopback, api="responses", method="structured").system_one(
+        state=STATE, questions={"q": INTENT}
+    )
+    fmt = loopback.bodies("/responses")[0]["text"]["format"]
+    assert (fmt["type"], fmt["strict"]) == ("json_schema", True)
+
+
+def test_responses_incomplete_names_max_output_tokens(loopback: Any, fixtures: Any) -> None:
+    loopback.reply("/responses", 200, fixtures.transcribed("vllm_responses_incomplete")["body"])
+    with pytest.raises(IncompleteAnswerError, match="raise max_output_tokens") as caught:
+        openai_client(loopback, api="responses", method="structured").system_one(
+            state=STATE, questions={"q": INTENT}
+        )
+    assert caught.value.field == "max_output_tokens"
+
+
+def test_responses_carries_ollamas_reasoning_effort_as_reasoning_effort_object(loopback: Any) -> None:
+    loopback.reply("/responses", 200, responses_body(JSON_ANSWER))
+    openai_client(
+        loopback, api="responses", method="structured", extra_body={"reasoning_effort": "none"}
+    ).system_one(state=STATE, questions={"q": INTENT})
+    sent = loopback.bodies("/responses")[0]
+    assert sent["reasoning"] == {"effort": "none"} and "reasoning_effort" not in sent
+
+
+# --- api="auto" ------------------------------------------------------------------------------------
+
+
+def test_auto_moves_the_readout_when_llamacpp_refuses_the_logprob_fields_and_remembers(
+    loopback: Any, fixtures: Any
+) -> None:
+    refusal = fixtures.recorded("responses_logprobs_refused")
+    loopback.reply("/responses", refusal["status"], refusal["body"])
+    loopback.reply("/chat/completions", 200, chat_label("A"))
+    loopback.reply("/chat/completions", 200, chat_label("B"))
+    asked = openai_client(loopback)
+    first = asked.system_one(state=STATE, questions={"q": INTENT})
+    second = asked.system_one(state=STATE, questions={"q": INTENT})
+    assert [e.path for e in loopback.requests] == ["/responses", "/chat/completions", "/chat/completions"]
+    assert answers(first)["q"].surface == answers(second)["q"].surface == "chat_completions"
+    assert "top_logprobs requires logprobs to be set to true" in first.debug["route"]["why"]
+
+
+def test_auto_moves_the_readout_off_ollamas_empty_logprob_list(loopback: Any, fixtures: Any) -> None:
+    loopback.reply("/responses", 200, fixtures.transcribed("ollama_responses_empty_logprobs")["body"])
+    loopback.reply("/chat/completions", 200, chat_label("A"))
+    response = openai_client(loopback).system_one(state=STATE, questions={"q": INTENT})
+    assert answers(response)["q"].surface == "chat_completions"
+    assert "an empty logprob list" in response.debug["route"]["why"]
+
+
+@pytest.mark.parametrize(
+    "name", ["ollama_route_404_text", "vllm_route_404_detail", "sglang_route_404_detail"]
+)
+def test_auto_treats_a_404_that_does_not_name_the_model_as_a_missing_route(
+    loopback: Any, fixtures: Any, name: str
+) -> None:
+    case = fixtures.transcribed(name)
+    loopback.reply("/responses", case["status"], case["body"])
+    loopback.reply("/chat/completions", 200, chat_label("A"))
+    response = openai_client(loopback).system_one(state=STATE, questions={"q": INTENT})
+    assert answers(response)["q"].surface == "chat_completions"
+    assert "the route is missing" in response.debug["route"]["why"]
+
+
+def test_auto_treats_llamacpps_recorded_file_not_found_as_a_missing_route(
+    loopback: Any, fixtures: Any
+) -> None:
+    record = fixtures.recorded("unknown_path")
+    loopback.reply("/responses", record["status"], record["body"])
+    loopback.reply("/chat/completions", 200, chat_label("A"))
+    assert openai_client(loopback).system_one(state=STATE, questions={"q": INTENT}).answers["q"].surface == (
+        "chat_completions"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "model"), [("ollama_unknown_model", "qwen9:9b"), ("vllm_unknown_model", "qwen9")]
+)
+def test_a_404_naming_the_model_is_reported_as_it_stands(
+    loopback: Any, fixtures: Any, name: str, model: str
+) -> None:
+    case = fixtures.transcribed(name)
+    loopback.reply("/responses", case["status"], case["body"])
+    asked = SystemOneClient(OpenAI(base_url=loopback.url, api_key="local", max_retries=0), model=model)
+    with pytest.raises(ProviderError) as caught:
+        asked.system_one(state=STATE, questions={"q": INTENT})
+    assert (caught.value.status, caught.value.kind) == (404, "unknown_model")
+    assert model in caught.value.server_message
+    assert [e.path for e in loopback.requests] == ["/responses"]
+
+
+def test_a_200_carrying_an_error_is_a_provider_error(loopback: Any, fixtures: Any) -> None:
+    case = fixtures.transcribed("lmstudio_unknown_path_200")
+    loopback.reply("/responses", 200, case["body"])
+    with pytest.raises(ProviderError, match="Unexpected endpoint or method") as caught:
+        openai_client(loopback).system_one(state=STATE, questions={"q": INTENT})
+    assert caught.value.status == 200
+
+
+def test_chat_completions_skips_discovery(loopback: Any) -> None:
+    loopback.reply("/chat/completions", 200, chat_label("A"))
+    openai_client(loopback, api="chat_completions").system_one(state=STATE, questions={"q": INTENT})
+    assert [e.path for e in loopback.requests] == ["/chat/completions"]
+
+
+def test_a_bare_json_string_400_is_reported_in_the_servers_words(loopback: Any, fixtures: Any) -> None:
+    case = fixtures.transcribed("sglang_developer_role_bare_string")
+    loopback.reply("/chat/completions", case["status"], case["body"])
+    with pytest.raises(ProviderError) as caught:
+        openai_client(loopback, api="chat_completions").system_one(state=STATE, questions={"q": INTENT})
+    assert (caught.value.server_message, caught.value.kind) == ("Unexpected message role.", "role_refused")
+
+
+def test_a_system_turn_after_a_user_turn_is_never_sent_late(loopback: Any) -> None:
+    loopback.reply("/chat/completions", 200, chat_label("A"))
+    state = [
+        {"role": "user", "content": "Hi"},
+        {"role": "system", "content": "Premium."},
+        {"role": "user", "content": "Twice."},
+    ]
+    openai_client(loopback, api="chat_completions", method="logprobs").system_one(
+        state=state, questions={"q": INTENT}
+    )
+    roles = [m["role"] for m in loopback.bodies()[0]["messages"]]
+    assert roles.count("system") == 1 and roles[0] == "system"
+
+
+# --- Messages --------------------------------------------------------------------------------------
+
+
+def test_messages_resolves_auto_to_structured_without_a_probe(loopback: Any) -> None:
+    loopback.reply("/messages", 200, messages_body(JSON_ANSWER, cache_read_input_tokens=0))
+    state = [{"role": "system", "content": "Premium."}, {"role": "user", "content": "Twice."}]
+    response = anthropic_client(loopback).system_one(state=state, questions={"q": INTENT})
+    answer: Any = response.answers["q"]
+    assert (answer.method, answer.surface, answer.choice) == ("structured", "messages", "billing")
+    assert response.usage.cached_tokens == 0 and response.usage.requests == 1
+    sent = loopback.bodies("/messages")[0]
+    assert sent["max_tokens"] == 1024 and sent["system"].endswith("Premium.")
+    assert all(m["role"] != "system" for m in sent["messages"])
+    properties = sent["output_config"]["format"]["schema"]["properties"]
+    assert properties["billing"] == {"type": "number", "description": "money (minimum 0, maximum 1)"}
+    assert "JSON" in sent["messages"][0]["content"]  # the schema stays in the prompt as well
+
+
+def test_messages_adds_the_thinking_budget_to_max_tokens_and_a_callers_max_tokens_wins(loopback: Any) -> None:
+    loopback.reply("/messages", 200, messages_body(JSON_ANSWER))
+    loopback.reply("/messages", 200, messages_body(JSON_ANSWER))
+    asked = anthropic_client(loopback, reasoning=ReasoningConfig(budget_tokens=1024))
+    asked.system_one(state=STATE, questions={"q": INTENT})
+    asked.system_one(state=STATE, questions={"q": INTENT}, extra_body={"max_tokens": 4096})
+    first, second = loopback.bodies("/messages")
+    assert (first["max_tokens"], first["thinking"]) == (2048, {"type": "enabled", "budget_tokens": 1024})
+    assert second["max_tokens"] == 4096
+
+
+def test_messages_refuses_a_callers_max_tokens_that_cannot_hold_the_budget_locally(loopback: Any) -> None:
+    asked = anthropic_client(
+        loopback, reasoning=ReasoningConfig(budget_tokens=2048), extra_body={"max_tokens": 1024}
+    )
+    with pytest.raises(InvalidQuestionError, match="above the thinking budget"):
+        asked.system_one(state=STATE, questions={"q": INTENT})
+    assert loopback.requests == []
+
+
+@pytest.mark.parametrize("field", ["output_config", "thinking"])
+def test_a_400_on_a_messages_field_drops_it_re_asks_once_and_remembers(loopback: Any, field: str) -> None:
+    refusal = {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": f"body.{field}: Extra inputs are not permitted",
+        },
+    }
+    loopback.reply("/messages", 400, refusal)
+    loopback.reply("/messages", 200, messages_body(JSON_ANSWER))
+    loopback.reply("/messages", 200, messages_body(JSON_ANSWER))
+    asked = anthropic_client(loopback, reasoning=ReasoningConfig(budget_tokens=1024))
+    first = asked.system_one(state=STATE, questions={"q": INTENT})
+    asked.system_one(state=STATE, questions={"q": INTENT})
+    sent = loopback.bodies("/messages")
+    assert field in sent[0] and field not in sent[1] and field not in sent[2]
+    assert "Extra inputs are not permitted" in first.debug["server_limits"][field]
+
+
+def test_vllms_vendor_400_on_output_config_format_type_is_classified_as_that_field(
+    loopback: Any, fixtures: Any
+) -> None:
+    case = fixtures.transcribed("vllm_output_config_type")
+    loopback.reply("/messages", case["status"], case["body"])
+    loopback.reply("/messages", 200, messages_body(JSON_ANSWER))
+    response = anthropic_client(loopback).system_one(state=STATE, questions={"q": INTENT})
+    assert "output_config" in response.debug["server_limits"]
+
+
+def test_a_thinking_block_without_text_is_an_error_naming_the_stop_reason(
+    loopback: Any, fixtures: Any
+) -> None:
+    loopback.reply("/messages", 200, fixtures.transcribed("vllm_messages_thinking_only")["body"])
+    with pytest.raises(MalformedAnswerError, match="got thinking and no text \\(stop reason 'end_turn'\\)"):
+        anthropic_client(loopback).system_one(state=STATE, questions={"q": INTENT})
+
+
+def test_a_messages_answer_cut_by_max_tokens_names_max_tokens(loopback: Any) -> None:
+    loopback.reply("/messages", 200, messages_body('{"billing": 0.', stop="max_tokens"))
+    with pytest.raises(IncompleteAnswerError) as caught:
+        anthropic_client(loopback).system_one(state=STATE, questions={"q": INTENT})
+    assert caught.value.field == "max_tokens"
+
+
+def test_a_label_method_on_messages_is_refused_naming_structured(loopback: Any) -> None:
+    with pytest.raises(InvalidQuestionError, match="use method='structured'"):
+        anthropic_client(loopback, method="logprobs").system_one(state=STATE, questions={"q": INTENT})
+
+
+def test_a_recorded_llamacpp_messages_body_is_read_through_the_anthropic_sdk(
+    loopback: Any, fixtures: Any
+) -> None:
+    record = fixtures.recorded("messages_output_config")
+    loopback.reply("/messages", record["status"], record["body"])
+    loopback.reply("/messages", record["status"], record["body"])
+    # llama.cpp accepts output_config and ignores it, so a weak model's prose is what comes back.
+    with pytest.raises(MalformedAnswerError, match="after one corrective retry"):
+        anthropic_client(loopback).system_one(state=STATE, questions={"q": INTENT})
+    assert json.loads(record["body"])["usage"]["cache_read_input_tokens"] >= 0
