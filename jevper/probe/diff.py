@@ -53,14 +53,21 @@ class RecordingDiff:
 
 
 def resolve(reference: str, layout: Layout) -> Source:
-    """A recording by key (looked up in `layout`), by results file, or by fixture folder."""
+    """A recording by key (looked up in `layout`), by results file, or by fixture folder.
+
+    Paths may point into the repository layout (results.json inside the fixture folder) or into an
+    `--out` folder (DIR/results/<key>.json beside DIR/fixtures/<key>/).
+    """
     path = Path(reference)
     if path.is_file():
         recording = _load(path)
-        fixtures = path.parent if path.name == "results.json" else layout.fixture_dir(recording.key)
-        return Source(recording, fixtures)
-    if path.is_dir() and (path / "results.json").is_file():
-        return Source(_load(path / "results.json"), path)
+        if path.name == "results.json":
+            return Source(recording, path.parent)
+        return Source(recording, Layout.out(path.parent.parent).fixture_dir(recording.key))
+    if path.is_dir():
+        for results in (path / "results.json", Layout.out(path.parent.parent).results_path(path.name)):
+            if results.is_file():
+                return Source(_load(results), path)
     results = layout.results_path(reference)
     if results.is_file():
         return Source(_load(results), layout.fixture_dir(reference))

@@ -55,6 +55,7 @@ BASE = (
 def store(layout: Layout, rec: Recording, cassettes: bool = True) -> None:
     save_results(rec, layout.results_path(rec.key))
     if cassettes:
+        layout.fixture_dir(rec.key).mkdir(parents=True, exist_ok=True)
         for result in rec.probes:
             (layout.fixture_dir(rec.key) / f"{result.id}.yaml").write_text("interactions: []\n")
 
@@ -172,3 +173,17 @@ def test_the_command_exits_2_and_says_why_for_a_missing_recording(
 ) -> None:
     assert main(["nope-1", "nope-2", "--out", str(tmp_path)]) == 2
     assert "nope-1" in capsys.readouterr().err
+
+
+def test_a_recording_in_an_out_folder_is_found_by_its_results_file_or_its_fixture_folder(
+    tmp_path: Path,
+) -> None:
+    out = Layout.out(tmp_path / "run")
+    store(out, recording("vllm-0.1", *BASE))
+    folder = out.fixture_dir("vllm-0.1")
+
+    by_file = resolve(str(out.results_path("vllm-0.1")), Layout.repository(tmp_path))
+    by_folder = resolve(str(folder), Layout.repository(tmp_path))
+
+    assert by_file == by_folder
+    assert by_file.fixtures == folder and by_file.recording.key == "vllm-0.1"
