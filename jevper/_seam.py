@@ -42,19 +42,27 @@ _UNREACHABLE = frozenset(
 def prepare(
     client: object, surface: Surface, request: WireRequest, timeout: float
 ) -> tuple[Callable[..., Any], dict[str, Any]]:
-    """The bound create() of ``surface`` and its keyword arguments."""
-    target: Any = client
-    for name in _PATHS[surface]:
-        target = getattr(target, name, None)
-        if target is None:
-            raise ProviderError(
-                f"{surface}: expected the client to have {'.'.join(_PATHS[surface])}(), got "
-                f"{type(client).__name__} without it; pass an openai or anthropic client, "
-                "or choose another api=",
-                status=None,
-                server_message="",
-                kind="missing_route",
-            )
+    """The bound create() of ``surface`` and its keyword arguments.
+
+    Where the client offers ``with_raw_response`` (the openai and anthropic SDKs do), its create() is
+    used: the body is then read once, as JSON, instead of being built into SDK objects and dumped back.
+    """
+    resource: Any = client
+    for name in _PATHS[surface][:-1]:
+        resource = getattr(resource, name, None)
+    raw = getattr(resource, "with_raw_response", None) if resource is not None else None
+    create = getattr(raw, "create", None) if raw is not None else None
+    if not callable(create):
+        create = getattr(resource, "create", None) if resource is not None else None
+    if not callable(create):
+        raise ProviderError(
+            f"{surface}: expected the client to have {'.'.join(_PATHS[surface])}(), got "
+            f"{type(client).__name__} without it; pass an openai or anthropic client, "
+            "or choose another api=",
+            status=None,
+            server_message="",
+            kind="missing_route",
+        )
     body = build(surface, request)
     keywords = _KEYWORDS[surface]
     kwargs = {key: value for key, value in body.items() if key in keywords}
@@ -62,7 +70,7 @@ def prepare(
     if extra:
         kwargs["extra_body"] = extra
     kwargs["timeout"] = timeout
-    return target, kwargs
+    return create, kwargs
 
 
 def send(client: object, surface: Surface, request: WireRequest, timeout: float) -> WireResult:
@@ -90,9 +98,13 @@ def _read(surface: Surface, response: object, model: str) -> WireResult:
 
 
 def as_body(surface: str, response: object) -> Mapping[str, Any]:
-    """The parsed JSON body of an SDK response object, a mapping, or a JSON string."""
+    """The parsed JSON body of a raw SDK response, an SDK response object, a mapping, or JSON text."""
     if isinstance(response, Mapping):
         return response
+    http_response = getattr(response, "http_response", None)
+    content = getattr(http_response, "content", None)
+    if isinstance(content, bytes):
+        response = content
     dump = getattr(response, "model_dump", None)
     if callable(dump):
         try:

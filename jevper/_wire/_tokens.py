@@ -1,7 +1,13 @@
-"""Reading the OpenAI-style logprob entries both OpenAI surfaces share."""
+"""Reading the OpenAI-style logprob entries both OpenAI surfaces share.
+
+Every entry is checked; the common, well-formed shape is checked inline, and only an irregular entry
+takes the slow path that builds the JSON path for its error message (building those paths up front
+was most of a call's own time).
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,31 +17,50 @@ from jevper._wire.result import TokenLogprob
 
 
 def read_entries(surface: str, path: str, entries: Sequence[Any]) -> tuple[TokenLogprob, ...]:
-    return tuple(_entry(surface, f"{path}[{i}]", e) for i, e in enumerate(entries))
+    return tuple(_entry(surface, path, i, e) for i, e in enumerate(entries))
 
 
-def _entry(surface: str, path: str, value: object) -> TokenLogprob:
-    entry = r.mapping(surface, path, value)
-    token = r.string(surface, f"{path}.token", entry.get("token"))
-    lp = r.logprob(surface, f"{path}.logprob", entry.get("logprob"))
-    alternatives = r.opt_seq(surface, f"{path}.top_logprobs", entry.get("top_logprobs")) or ()
+def _fine(token: object, logprob: object) -> bool:
+    return type(token) is str and type(logprob) is float and -math.inf < logprob <= 0.0
+
+
+def _entry(surface: str, path: str, i: int, value: object) -> TokenLogprob:
+    if type(value) is dict and _fine(value.get("token"), value.get("logprob")):
+        token, lp = value["token"], value["logprob"]
+        entry: Any = value
+    else:
+        here = f"{path}[{i}]"
+        entry = r.mapping(surface, here, value)
+        token = r.string(surface, f"{here}.token", entry.get("token"))
+        lp = r.logprob(surface, f"{here}.logprob", entry.get("logprob"))
+    alternatives = entry.get("top_logprobs")
+    if alternatives is None:
+        return TokenLogprob(token, lp, ())
+    if type(alternatives) is not list:
+        alternatives = r.seq(surface, f"{path}[{i}].top_logprobs", alternatives)
     top: list[tuple[str, float]] = []
-    seen: dict[str, object] = {}
-    for j, alt_value in enumerate(alternatives):
-        alt_path = f"{path}.top_logprobs[{j}]"
-        alt = r.mapping(surface, alt_path, alt_value)
-        alt_token = r.string(surface, f"{alt_path}.token", alt.get("token"))
-        alt_lp = r.logprob(surface, f"{alt_path}.logprob", alt.get("logprob"))
+    seen: dict[tuple[str, object], int] = {}
+    for j, alt in enumerate(alternatives):
+        if type(alt) is dict and _fine(alt.get("token"), alt.get("logprob")):
+            alt_token, alt_lp = alt["token"], alt["logprob"]
+        else:
+            here = f"{path}[{i}].top_logprobs[{j}]"
+            alt = r.mapping(surface, here, alt)
+            alt_token = r.string(surface, f"{here}.token", alt.get("token"))
+            alt_lp = r.logprob(surface, f"{here}.logprob", alt.get("logprob"))
         # Distinct tokens may render to the same text (byte pieces, special tokens with no text); only
         # the same token twice is wrong, so the token id, or else its bytes, tells them apart.
-        identity = alt.get("id") if alt.get("id") is not None else alt.get("bytes")
-        key = f"{alt_token}\x00{identity!r}"
+        identity = alt.get("id")
+        if identity is None:
+            raw_bytes = alt.get("bytes")
+            identity = tuple(raw_bytes) if isinstance(raw_bytes, list) else raw_bytes
+        key = (alt_token, identity)
         if key in seen:
             raise MalformedAnswerError(
-                f"{surface} response: expected each alternative once in {path}.top_logprobs, got "
+                f"{surface} response: expected each alternative once in {path}[{i}].top_logprobs, got "
                 f"{alt_token!r} twice (at {seen[key]} and {j}); the server's logprob list is not a "
                 "distribution — report it, or use method='structured'"
             )
         seen[key] = j
         top.append((alt_token, alt_lp))
-    return TokenLogprob(token=token, logprob=lp, top=tuple(top))
+    return TokenLogprob(token, lp, tuple(top))
