@@ -21,7 +21,6 @@ from jevper._wire import Surface, Turn, WireRequest, WireResult
 from jevper.models import Answer, Api, Example, Method, ReasoningConfig
 from jevper.questions import Question
 
-_LOGPROB_FIELDS = frozenset({"logprobs", "top_logprobs", "include"})
 _DROPPABLE_ON_MESSAGES = frozenset({"output_config", "thinking"})
 
 
@@ -241,9 +240,9 @@ def _label(
 
 
 def _no_distribution_route(error: ProviderError, settings: Settings, surface: Surface) -> None:
-    refused_logprobs = error.kind == "logprobs_refused" or (
-        error.kind == "field_refused" and error.field in _LOGPROB_FIELDS
-    )
+    # A refusal of the caller's own top_logprobs value is theirs to fix; only a route that will not
+    # carry logprobs at all moves the readout.
+    refused_logprobs = error.kind == "logprobs_refused"
     if error.kind == "missing_route" and settings.api == "auto" and surface != "chat_completions":
         raise _Move(f"the route is missing ({error.status} {error.server_message!r})")
     if refused_logprobs:
