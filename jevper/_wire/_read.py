@@ -84,3 +84,15 @@ def logprob(surface: str, path: str, value: object) -> float:
     if number > LOGPROB_TOLERANCE:
         raise malformed(surface, path, "a logprob <= 0 (a probability of at most 1)", value)
     return min(number, 0.0)
+
+
+def encodable(text: str | None) -> str | None:
+    """A trace that cannot be encoded as UTF-8 (a lone surrogate from a JSON escape) is dropped: it is
+    decoration, and a response holding it could not be serialized by the caller."""
+    if text is None:
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return text

@@ -52,9 +52,9 @@ def _entry(surface: str, path: str, i: int, value: object) -> TokenLogprob:
         # the same token twice is wrong, so the token id, or else its bytes, tells them apart.
         identity = alt.get("id")
         if identity is None:
-            raw_bytes = alt.get("bytes")
-            identity = tuple(raw_bytes) if isinstance(raw_bytes, list) else raw_bytes
-        key = (alt_token, identity)
+            identity = alt.get("bytes")
+        # A malformed id or byte list must not make the key unhashable; its text still identifies it.
+        key = (alt_token, identity if type(identity) in (int, str) else repr(identity))
         if key in seen:
             raise MalformedAnswerError(
                 f"{surface} response: expected each alternative once in {path}[{i}].top_logprobs, got "

@@ -55,7 +55,7 @@ def read(body: Mapping[str, Any], *, model: str | None = None) -> WireResult:
     text = r.opt_str(SURFACE, "choices[0].message.content", message.get("content"))
     reasoning, field = None, None
     for name in TRACE_FIELDS:
-        trace = r.opt_str(SURFACE, f"choices[0].message.{name}", message.get(name))
+        trace = r.encodable(r.opt_str(SURFACE, f"choices[0].message.{name}", message.get(name)))
         if trace:
             reasoning, field = trace, name
             break

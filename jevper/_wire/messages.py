@@ -88,7 +88,7 @@ def read(body: Mapping[str, Any], *, model: str | None = None) -> WireResult:
         if kind == "text":
             texts.append(r.string(SURFACE, f"content[{i}].text", block.get("text")))
         elif kind == "thinking":
-            trace = r.opt_str(SURFACE, f"content[{i}].thinking", block.get("thinking"))
+            trace = r.encodable(r.opt_str(SURFACE, f"content[{i}].thinking", block.get("thinking")))
             if trace:
                 traces.append(trace)
     stop = r.opt_str(SURFACE, "stop_reason", body.get("stop_reason"))

@@ -74,7 +74,9 @@ def read(body: Mapping[str, Any], *, model: str | None = None) -> WireResult:
                 parts = r.opt_seq(SURFACE, f"output[{i}].{part_key}", item.get(part_key)) or ()
                 for j, part_value in enumerate(parts):
                     part = r.mapping(SURFACE, f"output[{i}].{part_key}[{j}]", part_value)
-                    trace = r.opt_str(SURFACE, f"output[{i}].{part_key}[{j}].text", part.get("text"))
+                    trace = r.encodable(
+                        r.opt_str(SURFACE, f"output[{i}].{part_key}[{j}].text", part.get("text"))
+                    )
                     if trace:
                         traces.append(trace)
                         trace_field = trace_field or str(part.get("type") or f"{part_key}_text")

@@ -294,3 +294,29 @@ def test_a_caller_max_tokens_that_cannot_hold_the_thinking_budget_is_refused_loc
     )
     with pytest.raises(InvalidQuestionError, match="max_tokens above the thinking budget"):
         _wire.build("messages", request)
+
+
+def test_a_reasoning_item_is_read_whatever_its_parts_are_called() -> None:
+    body = {
+        "status": "completed",
+        "output": [
+            {"type": "reasoning", "summary": [{"type": "summary_text", "text": "short"}]},
+            {"type": "message", "content": [{"type": "output_text", "text": "A"}]},
+        ],
+    }
+    result = _wire.read("responses", body)
+    assert (result.reasoning, result.reasoning_field, result.text) == ("short", "summary_text", "A")
+
+
+def test_a_trace_that_cannot_be_encoded_as_utf8_is_dropped() -> None:
+    body = json.loads('{"choices": [{"message": {"content": "A", "reasoning_content": "bad \\ud800"}}]}')
+    result = _wire.read("chat_completions", body)
+    assert (result.text, result.reasoning) == ("A", None)
+
+
+def test_distinct_tokens_with_the_same_empty_text_are_told_apart_by_id() -> None:
+    top = [{"id": 2, "token": "", "logprob": -1.0}, {"id": 0, "token": "", "logprob": -2.0}]
+    result = _wire.read("chat_completions", _chat(**_lp(top=top)))
+    assert result.logprobs is not None and len(result.logprobs[0].top) == 2
+    with pytest.raises(MalformedAnswerError, match="twice"):
+        _wire.read("chat_completions", _chat(**_lp(top=[top[0], top[0]])))
