@@ -337,3 +337,25 @@ def test_a_recorded_llamacpp_messages_body_is_read_through_the_anthropic_sdk(
     with pytest.raises(MalformedAnswerError, match="after one corrective retry"):
         anthropic_client(loopback).system_one(state=STATE, questions={"q": INTENT})
     assert json.loads(record["body"])["usage"]["cache_read_input_tokens"] >= 0
+
+
+class ChatOnly:
+    """A duck-typed client: chat.completions.create returning plain dicts, no responses at all."""
+
+    def __init__(self) -> None:
+        self.chat = self
+        self.completions = self
+        self.sent: list[dict[str, Any]] = []
+
+    def create(self, **kwargs: Any) -> dict[str, Any]:
+        self.sent.append(kwargs)
+        return chat_label("C")
+
+
+def test_auto_moves_off_a_client_without_responses_and_reads_plain_dicts() -> None:
+    client = ChatOnly()
+    response = SystemOneClient(client, model="m").system_one(state=STATE, questions={"q": INTENT})
+    assert answers(response)["q"].choice == "billing"  # A carries the most mass, though C was sampled
+    assert "responses.create" in response.debug["route"]["why"]
+    sent = client.sent[0]
+    assert sent["model"] == "m" and sent["extra_body"]["logprobs"] is True and sent["timeout"] == 60.0
