@@ -244,10 +244,10 @@ def _no_distribution_route(error: ProviderError, settings: Settings, surface: Su
     # carry logprobs at all moves the readout.
     refused_logprobs = error.kind == "logprobs_refused"
     if error.kind == "missing_route" and settings.api == "auto" and surface != "chat_completions":
-        raise _Move(f"the route is missing ({error.status} {error.server_message!r})")
+        raise _Move(f"the route is missing ({_said(error)})")
     if refused_logprobs:
         _no_distribution(
-            f"the server refused the logprob fields ({error.status} {error.server_message!r})",
+            f"the server refused the logprob fields ({_said(error)})",
             settings,
             surface,
         )
@@ -321,4 +321,9 @@ def _send_dropping(
 
 def _no_distribution_route_json(error: ProviderError, settings: Settings, surface: Surface) -> None:
     if error.kind == "missing_route" and settings.api == "auto" and surface != "chat_completions":
-        raise _Move(f"the route is missing ({error.status} {error.server_message!r})")
+        raise _Move(f"the route is missing ({_said(error)})")
+
+
+def _said(error: ProviderError) -> str:
+    words = repr(error.server_message)
+    return words if error.status is None else f"{error.status} {words}"

@@ -60,7 +60,7 @@ def prepare(
             f"{type(client).__name__} without it; pass an openai or anthropic client, "
             "or choose another api=",
             status=None,
-            server_message="",
+            server_message=f"{type(client).__name__} has no {'.'.join(_PATHS[surface])}()",
             kind="missing_route",
         )
     body = build(surface, request)
