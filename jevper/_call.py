@@ -19,6 +19,54 @@ DEFAULT_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True)
+class Core:
+    """What both clients hold: the caller's client, the validated settings, and what was learnt."""
+
+    client: object
+    settings: Settings
+    memory: Memory
+    timeout: float
+    max_concurrency: int
+
+
+def core(
+    client: object,
+    *,
+    model: str,
+    method: str,
+    api: str,
+    extra_body: Mapping[str, Any] | None,
+    top_logprobs: int,
+    max_concurrency: int,
+    normalize_probabilities: bool,
+    examples: Sequence[Example] | None,
+    prompt_cache_key: str | None,
+    timeout: float,
+    reasoning: ReasoningConfig | None,
+) -> Core:
+    if not isinstance(model, str) or not model:
+        raise InvalidQuestionError(f"model: expected the server's model id, got {model!r}")
+    settings = Settings(
+        model=model,
+        method=checked_method(method),
+        api=checked_api(api),
+        extra_body=checked_extra_body(extra_body),
+        top_logprobs=checked_positive("top_logprobs", top_logprobs, minimum=2),
+        normalize=bool(normalize_probabilities),
+        examples=checked_examples(examples),
+        prompt_cache_key=checked_cache_key(prompt_cache_key),
+        reasoning=reasoning,
+    )
+    return Core(
+        client,
+        settings,
+        Memory(),
+        checked_timeout(timeout),
+        checked_positive("max_concurrency", max_concurrency),
+    )
+
+
+@dataclass(frozen=True)
 class Plan:
     settings: Settings
     state: StateTurns

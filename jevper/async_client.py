@@ -7,10 +7,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jevper import _seam
-from jevper._call import DEFAULT_TIMEOUT, Plan, assemble, plan
+from jevper._call import DEFAULT_TIMEOUT, Plan, assemble, core, plan
 from jevper._engine import Outcome, Step, answer
 from jevper._errors import ProviderError
-from jevper.client import SystemOneClient
 from jevper.models import Example, ReasoningConfig, State, SystemOneResponse
 from jevper.questions import Question
 
@@ -36,8 +35,7 @@ class AsyncSystemOneClient:
         timeout: float = DEFAULT_TIMEOUT,
         reasoning: ReasoningConfig | None = None,
     ) -> None:
-        # The blocking client validates and holds the same settings; only the driving differs.
-        self._core = SystemOneClient(
+        self._core = core(
             client,
             model=model,
             method=method,
@@ -66,9 +64,8 @@ class AsyncSystemOneClient:
         reasoning: ReasoningConfig | None = None,
     ) -> SystemOneResponse:
         """Ask every question about ``state`` concurrently; answers keyed by question id, in order."""
-        core = self._core
         call = plan(
-            core._settings,
+            self._core.settings,
             state=state,
             questions=questions,
             examples=examples,
@@ -79,7 +76,7 @@ class AsyncSystemOneClient:
             prompt_cache_key=prompt_cache_key,
             reasoning=reasoning,
         )
-        gate = asyncio.Semaphore(core._max_concurrency)
+        gate = asyncio.Semaphore(self._core.max_concurrency)
         tasks = [asyncio.ensure_future(self._answer(call, qid, q, gate)) for qid, q in call.questions]
         try:
             outcomes = await asyncio.gather(*tasks)
@@ -87,21 +84,20 @@ class AsyncSystemOneClient:
             for task in tasks:
                 task.cancel()
             raise
-        return assemble(call, outcomes, core._memory)
+        return assemble(call, outcomes, self._core.memory)
 
     async def _answer(self, call: Plan, qid: str, question: Question, gate: asyncio.Semaphore) -> Outcome:
         async with gate:
-            return await self._drive(answer(question, call.state, call.settings, self._core._memory, qid))
+            return await self._drive(answer(question, call.state, call.settings, self._core.memory, qid))
 
     async def _drive(self, steps: Step) -> Outcome:
-        core = self._core
+        """The blocking client's loop, awaiting each request."""
+        client, timeout = self._core.client, self._core.timeout
         try:
             request = next(steps)
             while True:
                 try:
-                    result = await _seam.send_async(
-                        core._client, request.surface, request.request, core._timeout
-                    )
+                    result = await _seam.send_async(client, request.surface, request.request, timeout)
                 except ProviderError as error:
                     request = steps.throw(error)
                 else:

@@ -7,22 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from jevper import _seam
-from jevper._call import (
-    DEFAULT_TIMEOUT,
-    Plan,
-    assemble,
-    checked_api,
-    checked_examples,
-    checked_extra_body,
-    checked_method,
-    checked_positive,
-    checked_timeout,
-    plan,
-)
-from jevper._engine import Outcome, Settings, Step, answer
-from jevper._errors import InvalidQuestionError, ProviderError
-from jevper._memory import Memory
-from jevper._prompt import checked_cache_key
+from jevper._call import DEFAULT_TIMEOUT, Plan, assemble, core, plan
+from jevper._engine import Outcome, Step, answer
+from jevper._errors import ProviderError
 from jevper.models import Example, ReasoningConfig, State, SystemOneResponse
 from jevper.questions import Question
 
@@ -52,21 +39,18 @@ class SystemOneClient:
         timeout: float = DEFAULT_TIMEOUT,
         reasoning: ReasoningConfig | None = None,
     ) -> None:
-        if not isinstance(model, str) or not model:
-            raise InvalidQuestionError(f"model: expected the server's model id, got {model!r}")
-        self._client = client
-        self._timeout = checked_timeout(timeout)
-        self._max_concurrency = checked_positive("max_concurrency", max_concurrency)
-        self._memory = Memory()
-        self._settings = Settings(
+        self._core = core(
+            client,
             model=model,
-            method=checked_method(method),
-            api=checked_api(api),
-            extra_body=checked_extra_body(extra_body),
-            top_logprobs=checked_positive("top_logprobs", top_logprobs, minimum=2),
-            normalize=bool(normalize_probabilities),
-            examples=checked_examples(examples),
-            prompt_cache_key=checked_cache_key(prompt_cache_key),
+            method=method,
+            api=api,
+            extra_body=extra_body,
+            top_logprobs=top_logprobs,
+            max_concurrency=max_concurrency,
+            normalize_probabilities=normalize_probabilities,
+            examples=examples,
+            prompt_cache_key=prompt_cache_key,
+            timeout=timeout,
             reasoning=reasoning,
         )
 
@@ -85,7 +69,7 @@ class SystemOneClient:
     ) -> SystemOneResponse:
         """Ask every question about ``state``; answers come back keyed by question id, in order."""
         call = plan(
-            self._settings,
+            self._core.settings,
             state=state,
             questions=questions,
             examples=examples,
@@ -96,24 +80,25 @@ class SystemOneClient:
             prompt_cache_key=prompt_cache_key,
             reasoning=reasoning,
         )
-        workers = min(self._max_concurrency, len(call.questions))
+        workers = min(self._core.max_concurrency, len(call.questions))
         if workers <= 1:
             outcomes = [self._answer(call, qid, q) for qid, q in call.questions]
         else:
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 outcomes = list(pool.map(lambda item: self._answer(call, *item), call.questions))
-        return assemble(call, outcomes, self._memory)
+        return assemble(call, outcomes, self._core.memory)
 
     def _answer(self, call: Plan, qid: str, question: Question) -> Outcome:
-        steps = answer(question, call.state, call.settings, self._memory, qid)
-        return self._drive(steps)
+        return self._drive(answer(question, call.state, call.settings, self._core.memory, qid))
 
     def _drive(self, steps: Step) -> Outcome:
+        """Send each request the engine yields and hand it the result, until it returns the answer."""
+        client, timeout = self._core.client, self._core.timeout
         try:
             request = next(steps)
             while True:
                 try:
-                    result = _seam.send(self._client, request.surface, request.request, self._timeout)
+                    result = _seam.send(client, request.surface, request.request, timeout)
                 except ProviderError as error:
                     request = steps.throw(error)
                 else:
