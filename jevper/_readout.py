@@ -82,10 +82,16 @@ def read_labels(result: WireResult, ask: Ask) -> dict[str, float]:
     labels = dict(zip(ask.labels, ask.options, strict=True))
     first = label_of(entry.token)
     if first not in labels:
+        listed = sum(label_of(token) in labels for token, _ in entry.top)
+        among = (
+            f"; none of the {len(entry.top)} alternatives was among the options"
+            if not listed
+            else f"; {listed} of the {len(entry.top)} alternatives were labels"
+        )
         raise Unreadable(
             "prose",
             f"expected the first answer token to be one of the labels {', '.join(ask.labels)}, "
-            f"got {entry.token!r} (answer {text[:60]!r})",
+            f"got {entry.token!r} (answer {text[:60]!r}){among}",
         )
     alternatives = list(entry.top)
     if all(token != entry.token for token, _ in alternatives):

@@ -409,3 +409,13 @@ def test_a_json_answer_body_is_sent_back_for_the_corrective_retry(loopback: Any)
     retry = loopback.bodies()[1]["messages"]
     assert retry[-2] == {"role": "assistant", "content": "not json"}
     assert json.dumps(retry[-1]).count("Reply with the JSON object only") == 1
+
+
+def test_a_prose_token_with_no_label_among_few_alternatives_says_so(loopback: Any) -> None:
+    # The reference's ollama case: top_logprobs 5 on a five-option question, no label in the five.
+    few = [("The", -0.5), ("I", -1.0), ("It", -2.0), ("This", -2.5), ("You", -3.0)]
+    loopback.reply("/chat/completions", 200, chat("The", few))
+    loopback.reply("/chat/completions", 200, chat("The", few))
+    with pytest.raises(LabelReadoutError, match="none of the 5 alternatives was among the options"):
+        jevper(loopback, method="logprobs", top_logprobs=5).system_one(state=STATE, questions={"q": INTENT})
+    assert [b["top_logprobs"] for b in loopback.bodies()] == [5, 5]
