@@ -2,12 +2,22 @@
 
 The SDKs are duck-typed, never imported: a response is anything with ``model_dump()``/``to_dict()``
 or a mapping, and an SDK error is recognised by its ``status_code`` and ``response`` attributes.
+
+Retries are jevper's, not the SDK's: a client with ``with_options`` and ``max_retries`` (the openai and
+anthropic SDKs) is asked with its own retries off, and jevper retries as many times as the caller's
+``max_retries`` says (at most MAX_RETRIES), only for a transient failure, honouring ``Retry-After`` up
+to RETRY_AFTER_CAP_S. The SDKs would otherwise retry a timeout (tripling a hang) and, in one of them,
+wait out any ``Retry-After`` however long.
 """
 
 from __future__ import annotations
 
+import asyncio
+import email.utils
 import inspect
 import json
+import math
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -73,24 +83,113 @@ def prepare(
     return create, kwargs
 
 
+#: The most retries jevper makes for one request, whatever the caller's client allows.
+MAX_RETRIES = 5
+#: The longest Retry-After jevper waits; a server asking for more gets its error reported at once.
+RETRY_AFTER_CAP_S = 30.0
+#: Statuses that mean "not now". A 500 is not among them: llama.cpp refuses some requests with one.
+_RETRY_STATUSES = frozenset({408, 409, 429, 502, 503, 504})
+
+
 def send(client: object, surface: Surface, request: WireRequest, timeout: float) -> WireResult:
-    create, kwargs = prepare(client, surface, request, timeout)
-    try:
-        response = create(**kwargs)
-    except Exception as exc:
-        raise _translated(exc, surface, request.model) from exc
-    return _read(surface, response, request.model)
+    target, retries = _without_sdk_retries(client)
+    create, kwargs = prepare(target, surface, request, timeout)
+    attempt = 0
+    while True:
+        try:
+            response = create(**kwargs)
+        except Exception as exc:
+            error, wait = _retry(exc, surface, request.model, attempt, retries)
+            if wait is None:
+                raise error from exc
+            time.sleep(wait)
+            attempt += 1
+            continue
+        return _read(surface, response, request.model)
 
 
 async def send_async(client: object, surface: Surface, request: WireRequest, timeout: float) -> WireResult:
-    create, kwargs = prepare(client, surface, request, timeout)
+    target, retries = _without_sdk_retries(client)
+    create, kwargs = prepare(target, surface, request, timeout)
+    attempt = 0
+    while True:
+        try:
+            response = create(**kwargs)
+            if inspect.isawaitable(response):
+                response = await response
+        except Exception as exc:
+            error, wait = _retry(exc, surface, request.model, attempt, retries)
+            if wait is None:
+                raise error from exc
+            await asyncio.sleep(wait)
+            attempt += 1
+            continue
+        return _read(surface, response, request.model)
+
+
+def _without_sdk_retries(client: object) -> tuple[object, int]:
+    """The client with its SDK's own retries off, and how many retries jevper makes in their place."""
+    retries = getattr(client, "max_retries", None)
+    with_options = getattr(client, "with_options", None)
+    if isinstance(retries, int) and not isinstance(retries, bool) and callable(with_options):
+        return with_options(max_retries=0), max(0, min(retries, MAX_RETRIES))
+    return client, 0
+
+
+def _retry(
+    exc: Exception, surface: Surface, model: str, attempt: int, retries: int
+) -> tuple[Exception, float | None]:
+    """The error to raise, and the seconds to wait before trying again (None: raise it now)."""
+    error = _translated(exc, surface, model)
+    if not isinstance(error, ProviderError) or attempt >= retries:
+        return error, None
+    if error.kind == "unreachable":
+        # A refused or reset connection is worth another try; a timeout already cost the whole budget.
+        timed_out = any("Timeout" in cls.__name__ for cls in type(exc).__mro__)
+        return error, None if timed_out else _backoff(attempt)
+    if error.status not in _RETRY_STATUSES:
+        return error, None
+    after = _retry_after(exc)
+    if after is None:
+        return error, _backoff(attempt)
+    if after > RETRY_AFTER_CAP_S:
+        waited = ProviderError(
+            f"{error}; the server asked to retry after {after:g} s, longer than the {RETRY_AFTER_CAP_S:g} s "
+            "jevper waits — try again later",
+            status=error.status,
+            server_message=error.server_message,
+            kind=error.kind,
+            field=error.field,
+        )
+        return waited, None
+    return error, after
+
+
+def _backoff(attempt: int) -> float:
+    return float(min(0.5 * 2**attempt, 8.0))
+
+
+def _retry_after(exc: Exception) -> float | None:
+    """Seconds from the error's Retry-After (or retry-after-ms) header; None when absent or unreadable."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        return None
     try:
-        response = create(**kwargs)
-        if inspect.isawaitable(response):
-            response = await response
-    except Exception as exc:
-        raise _translated(exc, surface, request.model) from exc
-    return _read(surface, response, request.model)
+        millis = headers.get("retry-after-ms")
+        if millis is not None:
+            seconds = float(millis) / 1000
+        else:
+            value = headers.get("retry-after")
+            if value is None:
+                return None
+            try:
+                seconds = float(value)
+            except ValueError:
+                date = email.utils.parsedate_to_datetime(value)
+                seconds = date.timestamp() - time.time()
+    except (TypeError, ValueError, AttributeError):
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 def _read(surface: Surface, response: object, model: str) -> WireResult:
@@ -122,8 +221,12 @@ def as_body(surface: str, response: object) -> Mapping[str, Any]:
     if isinstance(response, str | bytes):
         try:
             value = json.loads(response)
-        except ValueError:
-            value = None
+        except ValueError as exc:
+            # The SDK handed the body back as it came: the server's answer is not JSON.
+            raise MalformedAnswerError(
+                f"{surface}: expected a JSON object as the response body, got {response[:80]!r}"
+                f"{'...' if len(response) > 80 else ''} ({exc}); check the base_url and the server's log"
+            ) from None
         if isinstance(value, Mapping):
             return value
     raise MalformedAnswerError(
