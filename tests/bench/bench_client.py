@@ -1,0 +1,280 @@
+"""Client overhead: ``system_one`` against a bare openai SDK call of the same request.
+
+Both talk to an instant-answer server in its own process that replies with the body recorded from
+llama.cpp b10434 (chat-logprobs: 20 alternatives for the first token). The bare call sends exactly the
+body jevper sent (captured by the server), so the difference is jevper's own work: building the
+prompt and request, dumping the SDK's response object, reading the distribution, assembling the answer.
+Rounds alternate which side goes first, so drifting machine load hits both alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import cProfile
+import io
+import pstats
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import openai
+from _loopback import InstantServer, instant_server, recorded_body
+from _report import ROOT, Figure, Section, load_average, median_p90
+
+from jevper import AsyncSystemOneClient, Choice, SystemOneClient
+
+CASSETTE = ROOT / "tests" / "fixtures" / "providers" / "llamacpp-b10434" / "chat-logprobs.yaml"
+MODEL = "smollm2"
+STATE = "I was charged twice for the same subscription this month."
+TOPICS = ("intent", "urgency", "tone", "channel", "product", "language", "region", "plan")
+MAX_PER_QUESTION_MS = 0.1
+MAX_RATIO = 1.1
+
+
+def questions(count: int) -> dict[str, Choice]:
+    """``count`` three-option questions (labels A, B, C, which the recorded body answers)."""
+    return {
+        topic: Choice(
+            criteria={
+                f"{topic} one": f"the first kind of {topic}",
+                f"{topic} two": f"the second kind of {topic}",
+                f"{topic} three": f"the third kind of {topic}",
+            }
+        )
+        for topic in TOPICS[:count]
+    }
+
+
+def _bare_kwargs(body: dict[str, Any]) -> dict[str, Any]:
+    kwargs = {"model": body.pop("model"), "messages": body.pop("messages"), "timeout": 60.0}
+    return {**kwargs, "extra_body": body} if body else kwargs
+
+
+def _captured(server: InstantServer, client: SystemOneClient, count: int) -> list[dict[str, Any]]:
+    """The exact request body jevper sends for each question, as the server received it."""
+    bodies = []
+    for qid, question in questions(count).items():
+        client.system_one(state=STATE, questions={qid: question})
+        bodies.append(_bare_kwargs(server.last_body()))
+    return bodies
+
+
+def _timed(fn: Callable[[], object], samples: list[float], n: int) -> None:
+    for _ in range(n):
+        started = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - started)
+
+
+async def _atimed(fn: Callable[[], Awaitable[object]], samples: list[float], n: int) -> None:
+    for _ in range(n):
+        started = time.perf_counter()
+        await fn()
+        samples.append(time.perf_counter() - started)
+
+
+class _Pair:
+    """Samples of one comparison: jevper and the bare SDK over the same requests."""
+
+    def __init__(self, name: str, count: int) -> None:
+        self.name = name
+        self.count = count
+        self.jevper: list[float] = []
+        self.bare: list[float] = []
+        self.load_before = load_average()
+
+    def figures(self, server_us: float | None) -> list[Figure]:
+        j_med, j_p90 = median_p90(self.jevper)
+        b_med, b_p90 = median_p90(self.bare)
+        per_q_ms = (j_med - b_med) * 1000 / self.count
+        ratio = j_med / b_med
+        detail = (
+            f"jevper median {j_med * 1000:.3f} ms, p90 {j_p90 * 1000:.3f} ms; bare SDK median "
+            f"{b_med * 1000:.3f} ms, p90 {b_p90 * 1000:.3f} ms; {len(self.jevper)} calls each"
+            + (f"; the server's own time {server_us:.1f} µs per request (median)" if server_us else "")
+        )
+        load = load_average()
+        return [
+            Figure(
+                f"{self.name}: overhead per question",
+                per_q_ms,
+                "ms",
+                f"≤ {MAX_PER_QUESTION_MS} ms",
+                per_q_ms <= MAX_PER_QUESTION_MS,
+                load,
+                detail,
+            ),
+            Figure(
+                f"{self.name}: jevper ÷ bare SDK", ratio, "x", f"≤ {MAX_RATIO}x", ratio <= MAX_RATIO, load
+            ),
+        ]
+
+
+def _sync_pairs(server: InstantServer, rounds: int) -> list[Figure]:
+    sdk = openai.OpenAI(base_url=server.base_url, api_key="bench", max_retries=0)
+    client = SystemOneClient(sdk, model=MODEL, method="logprobs", api="chat_completions")
+    figures = []
+    for count, per_round in ((1, 40), (8, 6)):
+        asked = questions(count)
+        bodies = _captured(server, client, count)
+
+        def jevper_call(asked: dict[str, Choice] = asked) -> object:
+            return client.system_one(state=STATE, questions=asked)
+
+        def bare_call(bodies: list[dict[str, Any]] = bodies) -> object:
+            return [sdk.chat.completions.create(**kwargs) for kwargs in bodies]
+
+        pair = _Pair(f"sync, {count} question{'s' * (count > 1)}", count)
+        _run_rounds(pair, jevper_call, bare_call, rounds, per_round)
+        figures += pair.figures(server.stats()["median_us"])
+    sdk.close()
+    return figures
+
+
+def _run_rounds(
+    pair: _Pair, jevper_call: Callable[[], object], bare_call: Callable[[], object], rounds: int, n: int
+) -> None:
+    for _ in range(n):  # warm-up: connections, imports, caches
+        jevper_call()
+        bare_call()
+    for i in range(rounds):
+        if i % 2:
+            _timed(jevper_call, pair.jevper, n)
+            _timed(bare_call, pair.bare, n)
+        else:
+            _timed(bare_call, pair.bare, n)
+            _timed(jevper_call, pair.jevper, n)
+
+
+async def _async_pairs(
+    server: InstantServer, rounds: int, bodies: dict[int, list[dict[str, Any]]]
+) -> list[Figure]:
+    sdk = openai.AsyncOpenAI(base_url=server.base_url, api_key="bench", max_retries=0)
+    client = AsyncSystemOneClient(sdk, model=MODEL, method="logprobs", api="chat_completions")
+    figures = []
+    for count, per_round in ((1, 40), (8, 6)):
+        asked = questions(count)
+        sent = bodies[count]
+
+        async def jevper_call(asked: dict[str, Choice] = asked) -> object:
+            return await client.system_one(state=STATE, questions=asked)
+
+        async def bare_call(sent: list[dict[str, Any]] = sent) -> object:
+            return await asyncio.gather(*(sdk.chat.completions.create(**kwargs) for kwargs in sent))
+
+        pair = _Pair(f"async, {count} question{'s' * (count > 1)}", count)
+        for _ in range(per_round):
+            await jevper_call()
+            await bare_call()
+        for i in range(rounds):
+            first, second = (jevper_call, bare_call) if i % 2 else (bare_call, jevper_call)
+            await _atimed(first, pair.jevper if first is jevper_call else pair.bare, per_round)
+            await _atimed(second, pair.jevper if second is jevper_call else pair.bare, per_round)
+        figures += pair.figures(server.stats()["median_us"])
+    await sdk.close()
+    return figures
+
+
+class _Stored:
+    """A client whose create() hands back one stored raw SDK response: jevper's own time, no network.
+
+    It answers on ``with_raw_response`` as the openai SDK does, so jevper takes its real path.
+    """
+
+    def __init__(self, response: object) -> None:
+        self.chat = self
+        self.completions = self
+        self.with_raw_response = self
+        self._response = response
+
+    def create(self, **kwargs: Any) -> object:
+        return self._response
+
+
+def _own_time(response: object) -> list[Figure]:
+    client = SystemOneClient(_Stored(response), model=MODEL, method="logprobs", api="chat_completions")
+    figures = []
+    for count, calls in ((1, 2000), (8, 300)):
+        asked = questions(count)
+        samples: list[float] = []
+
+        def call(asked: dict[str, Choice] = asked) -> object:
+            return client.system_one(state=STATE, questions=asked)
+
+        _timed(call, [], calls // 10)
+        _timed(call, samples, calls)
+        med, p90 = median_p90(samples)
+        per_q = med * 1000 / count
+        figures.append(
+            Figure(
+                f"sync, {count} question{'s' * (count > 1)}: jevper's own time per question",
+                per_q,
+                "ms",
+                f"≤ {MAX_PER_QUESTION_MS} ms",
+                per_q <= MAX_PER_QUESTION_MS,
+                load_average(),
+                f"the SDK call replaced by one stored raw response (no network): median "
+                f"{med * 1000:.3f} ms, p90 {p90 * 1000:.3f} ms per call over {calls} calls",
+            )
+        )
+    return figures
+
+
+def run(rounds: int = 30) -> Section:
+    body = recorded_body(CASSETTE)
+    with tempfile.TemporaryDirectory() as scratch, instant_server(body, Path(scratch)) as server:
+        sync_sdk = openai.OpenAI(base_url=server.base_url, api_key="bench", max_retries=0)
+        capture = SystemOneClient(sync_sdk, model=MODEL, method="logprobs", api="chat_completions")
+        bodies = {count: _captured(server, capture, count) for count in (1, 8)}
+        stored = sync_sdk.chat.completions.with_raw_response.create(**bodies[1][0])
+        sync_sdk.close()
+        figures = _own_time(stored)
+        figures += _sync_pairs(server, rounds)
+        figures += asyncio.run(_async_pairs(server, rounds, bodies))
+    return Section(
+        key="client",
+        title="Client overhead",
+        command="scripts/bench client",
+        figures=figures,
+        notes=[
+            "Against an instant-answer server on loopback (its own process, keep-alive) replying with "
+            "the body recorded from llama.cpp b10434 (`chat-logprobs`, 20 alternatives). The bare call "
+            "is `client.chat.completions.create(...)` with the exact body jevper sent; with 8 "
+            "questions the bare side is 8 calls (sequential when blocking, `asyncio.gather` when "
+            "async). Overhead per question = (jevper median - bare median) ÷ questions; "
+            f'{rounds} alternating rounds per figure. "Own time" replaces the SDK call with a '
+            "stored raw response (what `with_raw_response.create` returns), so it is jevper's work alone "
+            "(request building, parsing the body, reading the distribution, assembling the answer) "
+            "without the network's noise.",
+        ],
+    )
+
+
+def profile(calls: int = 2000) -> str:
+    """cProfile of the blocking one-question call: the top entries by own time."""
+    body = recorded_body(CASSETTE)
+    with tempfile.TemporaryDirectory() as scratch, instant_server(body, Path(scratch)) as server:
+        sdk = openai.OpenAI(base_url=server.base_url, api_key="bench", max_retries=0)
+        client = SystemOneClient(sdk, model=MODEL, method="logprobs", api="chat_completions")
+        asked = questions(1)
+        for _ in range(100):
+            client.system_one(state=STATE, questions=asked)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(calls):
+            client.system_one(state=STATE, questions=asked)
+        profiler.disable()
+        sdk.close()
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats("tottime").print_stats(30)
+    stats.sort_stats("cumulative").print_stats("jevper", 30)
+    return out.getvalue()
+
+
+if __name__ == "__main__":
+    section = run(rounds=10)
+    for figure in section.figures:
+        print(figure.name, figure.shown(), figure.detail)

@@ -1,0 +1,53 @@
+"""Offline suite time: the whole replay suite (``pytest -m "not live"``), wall time of one run."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+
+from _report import ROOT, Figure, Section, load_average
+
+TARGET_S = 60.0
+
+
+def run() -> Section:
+    load_before = load_average()
+    command = [sys.executable, "-m", "pytest", "-m", "not live", "-q", "-p", "no:cacheprovider"]
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    lines = done.stdout.strip().splitlines()
+    summary = lines[-1].strip("= ") if lines else "no output"
+    # pytest's own count of collected-but-deselected live tests is in the summary line.
+    outcome = "passed" if done.returncode == 0 else f"exit status {done.returncode}"
+    counted = re.sub(r" in [0-9.]+s.*", "", summary)
+    return Section(
+        key="suite",
+        title="Offline suite time",
+        command="scripts/bench suite",
+        figures=[
+            Figure(
+                "offline suite: wall time",
+                wall,
+                "s",
+                f"≤ {TARGET_S:.0f} s",
+                wall <= TARGET_S,
+                load_average(),
+                f'`pytest -m "not live"`: {counted} ({outcome}); load average '
+                f"{' / '.join(map(str, load_before))} before the run",
+            )
+        ],
+        notes=[
+            'Wall time of one `python -m pytest -m "not live" -q` in the checkout, interpreter start '
+            "and collection included: every replay of recorded fixtures, the report-drift tests and "
+            "the browser test of the capability page."
+        ],
+    )
+
+
+if __name__ == "__main__":
+    section = run()
+    for figure in section.figures:
+        print(figure.name, figure.shown(), figure.detail)

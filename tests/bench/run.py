@@ -1,0 +1,58 @@
+"""Run benchmarks and regenerate reports/performance.md: ``python tests/bench/run.py [NAME ...]``.
+
+Names: client, throughput, cache, probe, suite (default: all, in that order), and ``profile``, which
+prints a cProfile of the client-overhead benchmark instead of measuring. Sections not run keep their
+last recorded numbers (artifacts/bench/results.json), each with its own date.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+
+import bench_cache
+import bench_client
+import bench_probe
+import bench_suite
+import bench_throughput
+from _report import ORDER, REPORT, ROOT, Section, load_sections, render, save_sections
+
+BENCHES: dict[str, Callable[[], Section]] = {
+    "client": bench_client.run,
+    "throughput": bench_throughput.run,
+    "cache": bench_cache.run,
+    "probe": bench_probe.run,
+    "suite": bench_suite.run,
+}
+
+
+def main(argv: list[str]) -> int:
+    names = argv or ["all"]
+    if names == ["profile"]:
+        print(bench_client.profile())
+        return 0
+    if "all" in names:
+        names = list(ORDER)
+    unknown = [n for n in names if n not in BENCHES]
+    if unknown:
+        print(f"unknown benchmark {unknown}; expected some of {[*ORDER, 'all', 'profile']}", file=sys.stderr)
+        return 2
+    sections = load_sections()
+    for name in names:
+        started = time.perf_counter()
+        print(f"scripts/bench: {name} ...", flush=True)
+        section = BENCHES[name]()
+        sections[name] = section
+        for figure in section.figures:
+            mark = {True: "met", False: "MISSED", None: ""}[figure.met]
+            print(f"  {figure.name}: {figure.shown()} (target {figure.target or '—'}) {mark}")
+        print(f"  ({time.perf_counter() - started:.1f} s)", flush=True)
+        save_sections(sections)
+        REPORT.write_text(render(sections))
+    print(f"scripts/bench: wrote {REPORT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
