@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,6 +34,9 @@ class Loopback:
     requests: list[Exchange] = field(default_factory=list)
     replies: dict[str, deque[tuple[int, bytes, str]]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    delay: float = 0.0  # seconds each answer waits, to let concurrent requests overlap
+    in_flight: int = 0
+    most_in_flight: int = 0
 
     def reply(
         self, path: str, status: int, body: str | bytes | dict[str, Any], content_type: str = ""
@@ -58,6 +62,11 @@ def _handler(loopback: Loopback) -> type[BaseHTTPRequestHandler]:
                 body = raw.decode(errors="replace")
             path = self.path.removeprefix("/v1")
             with loopback.lock:
+                loopback.in_flight += 1
+                loopback.most_in_flight = max(loopback.most_in_flight, loopback.in_flight)
+            time.sleep(loopback.delay)
+            with loopback.lock:
+                loopback.in_flight -= 1
                 loopback.requests.append(Exchange("POST", path, body))
                 queue = loopback.replies.get(path)
                 status, payload, kind = (

@@ -419,3 +419,28 @@ def test_a_prose_token_with_no_label_among_few_alternatives_says_so(loopback: An
     with pytest.raises(LabelReadoutError, match="none of the 5 alternatives was among the options"):
         jevper(loopback, method="logprobs", top_logprobs=5).system_one(state=STATE, questions={"q": INTENT})
     assert [b["top_logprobs"] for b in loopback.bodies()] == [5, 5]
+
+
+@pytest.mark.parametrize("limit", [1, 2, 4])
+def test_both_clients_run_a_calls_questions_concurrently_up_to_max_concurrency(
+    loopback: Any, limit: int
+) -> None:
+    questions: dict[str, Choice | Noul | Score] = {f"q{i}": INTENT for i in range(6)}
+    loopback.delay = 0.05
+    for _ in range(12):
+        loopback.reply("/chat/completions", 200, chat("A", [("A", -0.4), ("B", -1.1), ("C", -2.0)]))
+    blocking = jevper(loopback, method="logprobs", max_concurrency=limit).system_one(
+        state=STATE, questions=questions
+    )
+    assert loopback.most_in_flight == limit
+    loopback.most_in_flight = 0
+    concurrent = AsyncSystemOneClient(
+        AsyncOpenAI(base_url=loopback.url, api_key="local", max_retries=0),
+        model="smollm2",
+        method="logprobs",
+        api="chat_completions",
+        max_concurrency=limit,
+    )
+    awaited = asyncio.run(concurrent.system_one(state=STATE, questions=questions))
+    assert loopback.most_in_flight == limit
+    assert list(blocking.answers) == list(awaited.answers) == list(questions)
