@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import json
 import os
 import re
@@ -72,6 +73,7 @@ RECIPE_ENV: dict[str, str] = {
     "VLLM_CPU_KVCACHE_SPACE": "1",
     "VLLM_USE_AOT_COMPILE": "0",
 }
+_PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
 _STAMP = ".jevper-vllm-installed"
 _MODEL_STAMP = ".jevper-model-converted"
 
@@ -234,7 +236,12 @@ def spawn_vllm(
     with open(log_path, "wb") as log:
         # Its own process group: vLLM forks an engine and a worker, which must not outlive it.
         process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
     try:
         version = _wait_healthy(process, port, startup_timeout, log_path)
@@ -255,6 +262,12 @@ def spawn_vllm(
         )
     finally:
         _stop_group(process)
+
+
+def _die_with_parent() -> None:
+    # Runs in the child before exec: if whoever started the server dies without unwinding (SIGKILL,
+    # a CI time-out), the server is sent SIGTERM instead of living on with 4 GB of memory.
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _stop_group(process: subprocess.Popen[bytes]) -> None:
@@ -313,6 +326,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--home", type=Path, default=None, help="cache folder (default: <cache>/vllm)")
     parser.add_argument("--check", action="store_true", help="start, answer one request, then stop")
     args = parser.parse_args(argv)
+    # The server runs in its own process group, so it must be stopped by us: turn SIGTERM (and a
+    # SIGINT that a background launch would otherwise ignore) into the interrupt the `with` unwinds on.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _interrupt)
     try:
         with spawn_vllm(home=vllm_home(args.home), port=args.port) as server:
             _say(f"vLLM {server.version} serving {server.model!r} at {server.base_url}")
@@ -339,6 +356,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SpawnError as exc:
         _say(str(exc))
         return 1
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 if __name__ == "__main__":
