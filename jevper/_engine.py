@@ -73,11 +73,19 @@ class _Structured(Exception):
 Step = Generator[Call, WireResult, Outcome]
 
 
+#: A question moves surface at most once and falls back to JSON at most once.
+_MAX_ROUNDS = 3
+
+
 def answer(question: Question, state: StateTurns, settings: Settings, memory: Memory, qid: str) -> Step:
     trail = Trail()
-    while True:
+    tried: set[tuple[Surface, Kind]] = set()
+    for _ in range(_MAX_ROUNDS):
         surface = settings.api if settings.api != "auto" else memory.route(settings.model)
         kind = _kind(question, settings, memory, surface, trail)
+        if (surface, kind) in tried:
+            break  # memory changed under us (another thread); do not ask the same way twice
+        tried.add((surface, kind))
         try:
             if kind == "label":
                 raw, result, method = yield from _label(question, state, settings, surface, qid, trail)
@@ -105,6 +113,10 @@ def answer(question: Question, state: StateTurns, settings: Settings, memory: Me
             reasoning=result.reasoning,
         )
         return Outcome(built, trail, surface, method)
+    raise LabelReadoutError(
+        f"question {qid!r}: expected a surface and method to settle, got {'; '.join(trail.why)}; "
+        "set api= and method= explicitly"
+    )
 
 
 def _kind(question: Question, settings: Settings, memory: Memory, surface: Surface, trail: Trail) -> Kind:

@@ -39,8 +39,10 @@ class Memory:
         return self.verdicts.get((model, surface))
 
     def judge(self, model: str, surface: Surface, verdict: str, why: str) -> None:
+        """Remember a verdict; "structured" (no distribution here) overrides an earlier success."""
         with self._lock:
-            self.verdicts.setdefault((model, surface), Note(verdict, why))
+            if verdict == "structured" or (model, surface) not in self.verdicts:
+                self.verdicts[(model, surface)] = Note(verdict, why)
 
     def omitted(self, model: str, surface: Surface) -> frozenset[str]:
         return frozenset(self.limits.get((model, surface), ()))

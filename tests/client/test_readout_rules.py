@@ -444,3 +444,16 @@ def test_both_clients_run_a_calls_questions_concurrently_up_to_max_concurrency(
     awaited = asyncio.run(concurrent.system_one(state=STATE, questions=questions))
     assert loopback.most_in_flight == limit
     assert list(blocking.answers) == list(awaited.answers) == list(questions)
+
+
+def test_a_surface_that_stops_carrying_logprobs_moves_auto_to_json_even_after_a_success(
+    loopback: Any,
+) -> None:
+    loopback.reply("/chat/completions", 200, chat("A", [("A", -0.1), ("B", -2.0)]))
+    loopback.reply("/chat/completions", 200, chat("A"))  # no logprob field this time
+    loopback.reply("/chat/completions", 200, chat('{"billing": 0.1, "technical": 0.8, "sales": 0.1}'))
+    asked = jevper(loopback)
+    assert answers(asked.system_one(state=STATE, questions={"q": INTENT}))["q"].method == "logprobs"
+    second = asked.system_one(state=STATE, questions={"q": INTENT})
+    assert answers(second)["q"].method == "structured"
+    assert len(loopback.requests) == 3
