@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import time
 from typing import Any
 
 import pytest
@@ -457,3 +458,12 @@ def test_a_surface_that_stops_carrying_logprobs_moves_auto_to_json_even_after_a_
     second = asked.system_one(state=STATE, questions={"q": INTENT})
     assert answers(second)["q"].method == "structured"
     assert len(loopback.requests) == 3
+
+
+def test_a_server_that_does_not_answer_in_time_is_a_provider_error_after_the_timeout(loopback: Any) -> None:
+    loopback.delay = 2.0
+    loopback.reply("/chat/completions", 200, chat("A", [("A", -0.1), ("B", -2.0)]))
+    started = time.monotonic()
+    with pytest.raises(ProviderError, match="APITimeoutError"):
+        jevper(loopback, method="logprobs", timeout=0.3).system_one(state=STATE, questions={"q": INTENT})
+    assert time.monotonic() - started < 1.5
