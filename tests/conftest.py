@@ -22,7 +22,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=("llamacpp", "vllm"),
         default="llamacpp",
         help="the real server behind the `live_server` fixture: the embedded llama.cpp (default; starts "
-        "in a second) or vLLM on the CPU (builds ~3.4 GB once, then ~2 min to start)",
+        "in a second) or vLLM on the CPU (builds ~3.4 GB once, then 45-90 s to start)",
     )
 
 
