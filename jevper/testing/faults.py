@@ -365,7 +365,8 @@ class FaultServer:
                 await self._answer(reply, request, spec)
                 if not reply.keep_alive or request.headers.get("connection", "").lower() == "close":
                     break
-        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError, asyncio.CancelledError):
+            # CancelledError: the server is stopping under a handler that is still dripping or hanging.
             pass
         finally:
             self._writers.discard(writer)
