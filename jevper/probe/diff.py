@@ -106,7 +106,11 @@ def _verdict(result: ProbeResult) -> tuple[str, str]:
 
 
 def report_name(diff: RecordingDiff) -> str:
-    return f"{diff.old.recording.key}-{diff.new.recording.key}.md"
+    """`<server>-<old release>-<new release>.md` for two releases of one server, else `<old>-<new>.md`."""
+    old, new = diff.old.recording, diff.new.recording
+    if old.server == new.server:
+        return f"{old.server}-{old.release}-{new.release}.md"
+    return f"{old.key}-{new.key}.md"
 
 
 def render(diff: RecordingDiff, report_path: Path | None = None) -> str:
@@ -191,7 +195,7 @@ def _side(
 
 
 def write_report(diff: RecordingDiff, reports_dir: Path) -> tuple[Path, str]:
-    """Render into <reports_dir>/changes/<old>-<new>.md; returns the path and the text."""
+    """Render into <reports_dir>/changes/<report_name>; returns the path and the text."""
     path = reports_dir / "changes" / report_name(diff)
     text = render(diff, path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -203,7 +207,8 @@ def parser() -> argparse.ArgumentParser:
     built = argparse.ArgumentParser(
         prog=COMMAND,
         description="List every probe whose verdict differs between two recordings, with both "
-        "evidences; print the Markdown report and write it to reports/changes/<old>-<new>.md.",
+        "evidences; print the Markdown report and write it to reports/changes/ as "
+        "<server>-<old release>-<new release>.md (one server) or <old key>-<new key>.md (two servers).",
     )
     built.add_argument("old", help="recording key (e.g. llamacpp-b10434), results.json or fixture folder")
     built.add_argument("new", help="the recording to compare it with")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jevper.probe.diff import DiffError, diff_recordings, main, resolve, write_report
+from jevper.probe.diff import DiffError, diff_recordings, main, report_name, resolve, write_report
 from jevper.probe.results import Layout, ProbeResult, Recording, save_results
 
 
@@ -163,7 +163,7 @@ def test_the_command_reads_an_out_folder_and_writes_its_report_there(
     assert main(["llamacpp-b1", "llamacpp-b2", "--out", str(tmp_path)]) == 0
 
     printed = capsys.readouterr()
-    written = (tmp_path / "reports" / "changes" / "llamacpp-b1-llamacpp-b2.md").read_text()
+    written = (tmp_path / "reports" / "changes" / "llamacpp-b1-b2.md").read_text()
     assert printed.out.strip() == written.strip()
     assert "1 changed of 5" in printed.err
 
@@ -187,3 +187,14 @@ def test_a_recording_in_an_out_folder_is_found_by_its_results_file_or_its_fixtur
 
     assert by_file == by_folder
     assert by_file.fixtures == folder and by_file.recording.key == "vllm-0.1"
+
+
+def test_two_releases_of_one_server_name_the_report_after_the_server_and_both_releases(
+    layout: Layout,
+) -> None:
+    store(layout, recording("llamacpp-b10434", *BASE))
+    store(layout, recording("llamacpp-b11434", *BASE))
+
+    diff = diff_recordings(resolve("llamacpp-b10434", layout), resolve("llamacpp-b11434", layout))
+
+    assert report_name(diff) == "llamacpp-b10434-b11434.md"
