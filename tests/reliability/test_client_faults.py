@@ -1,0 +1,199 @@
+"""SystemOneClient, wrapping the real openai and anthropic SDKs, against a server that misbehaves: a typed
+JevperError naming expected and arrived, within the timeout and the bounded retries, and never a
+distribution that is not one.
+
+Retries are jevper's (jevper/_seam.py): the SDK client's own are turned off per request and jevper makes
+as many as the client's max_retries says, only for 408/409/429/502/503/504 and broken connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+import tracemalloc
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from jevper import (
+    AsyncSystemOneClient,
+    Choice,
+    JevperError,
+    LabelReadoutError,
+    MalformedAnswerError,
+    ProviderError,
+    SystemOneClient,
+)
+from jevper.testing.faults import FAULTS, HUGE_BYTES, RETRY_AFTER_S, FaultServer
+
+TIMEOUT = 1.0
+RETRIES = 2  # the SDKs' default max_retries
+QUESTION = Choice(criteria={"billing": "money, invoices", "technical": "errors, crashes", "sales": "pricing"})
+SURFACES = ("chat_completions", "responses", "messages")
+ANSWER = None  # the fault leaves a readable answer: a real distribution is the right outcome
+
+# Per surface (Chat Completions and Responses asked by logprobs, Messages in JSON): the error class,
+# or ANSWER. Where Messages answers, its fault is in a place its JSON answer does not use.
+EXPECTED: dict[str, tuple[type[JevperError] | None, ...]] = {
+    "hang-no-bytes": (ProviderError,) * 3,
+    "hang-after-headers": (ProviderError,) * 3,
+    "connection-reset": (ProviderError,) * 3,
+    "html-500": (ProviderError,) * 3,
+    "502-retry-after": (ProviderError,) * 3,
+    "503-retry-after": (ProviderError,) * 3,
+    "429-retry-after": (ProviderError,) * 3,
+    "429-retry-after-hour": (ProviderError,) * 3,
+    "truncated-json": (MalformedAnswerError,) * 3,
+    "non-json-body": (MalformedAnswerError,) * 3,
+    "wrong-content-type": (ANSWER,) * 3,
+    "html-404": (ProviderError,) * 3,
+    "invalid-utf8-content": (MalformedAnswerError,) * 3,
+    "invalid-utf8-reasoning": (MalformedAnswerError,) * 3,
+    "nan-logprob": (MalformedAnswerError,) * 3,
+    "infinity-logprob": (MalformedAnswerError,) * 3,
+    "positive-logprob": (MalformedAnswerError,) * 3,
+    "short-logprobs": (LabelReadoutError, LabelReadoutError, MalformedAnswerError),
+    "duplicate-alternatives": (MalformedAnswerError, MalformedAnswerError, ANSWER),
+    "empty-choices": (MalformedAnswerError, LabelReadoutError, MalformedAnswerError),
+    "null-choices": (MalformedAnswerError,) * 3,
+    "embedded-error": (ProviderError,) * 3,
+    "huge-body": (ANSWER,) * 3,
+}
+#: How many requests the server should see: retried statuses and connections are asked 1 + RETRIES times.
+RETRIED = {"connection-reset", "502-retry-after", "503-retry-after", "429-retry-after"}
+#: The wall-clock bound per call: one timeout, the waits of the retries, and slack for a shared box.
+BOUND_S = TIMEOUT + RETRIES * max(RETRY_AFTER_S, 1.0) + 2.0
+
+
+def test_every_fault_has_an_expected_client_outcome() -> None:
+    assert set(EXPECTED) | {"ok", "crash", "slow-drip"} == set(FAULTS)
+
+
+def _client(faults: FaultServer, fault: str, surface: str, **sdk: Any) -> SystemOneClient:
+    base = faults.base_url(fault)
+    if surface == "messages":
+        messages = anthropic.Anthropic(base_url=base.removesuffix("/v1"), api_key="local", **sdk)
+        return SystemOneClient(messages, model="fault-model", api="messages", timeout=TIMEOUT)
+    chat = openai.OpenAI(base_url=base, api_key="local", **sdk)
+    return SystemOneClient(chat, model="fault-model", api=surface, method="logprobs", timeout=TIMEOUT)
+
+
+def assert_a_distribution(probabilities: dict[str, float]) -> None:
+    assert set(probabilities) == set(QUESTION.options)
+    assert all(math.isfinite(p) and p >= 0 for p in probabilities.values())
+    assert math.isclose(sum(probabilities.values()), 1.0, rel_tol=1e-9)
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+@pytest.mark.parametrize("fault", sorted(EXPECTED))
+def test_each_fault_ends_in_a_typed_error_or_a_real_distribution_within_the_bound(
+    faults: FaultServer, fault: str, surface: str
+) -> None:
+    expected = EXPECTED[fault][SURFACES.index(surface)]
+    client = _client(faults, fault, surface)
+    seen = len(faults.log)
+    started = time.monotonic()
+    try:
+        answer = client.system_one(state="I was charged twice.", questions={"intent": QUESTION})
+    except Exception as error:
+        elapsed = time.monotonic() - started
+        assert type(error) is expected, f"{type(error).__name__}: {error}"
+        assert "expected" in str(error), str(error)
+    else:
+        elapsed = time.monotonic() - started
+        assert expected is ANSWER, f"expected {expected}, got an answer"
+        assert_a_distribution(answer.answers["intent"].probabilities)  # type: ignore[union-attr]
+    assert elapsed < BOUND_S, f"{elapsed:.2f} s"
+    asked = len(faults.log) - seen
+    if fault in RETRIED:
+        assert asked == 1 + RETRIES
+    else:
+        assert asked <= 2  # the first request, and at most the one corrective retry of a readout
+
+
+def test_a_retry_after_longer_than_the_cap_is_reported_at_once_with_the_wait_asked_for(
+    faults: FaultServer,
+) -> None:
+    started = time.monotonic()
+    with pytest.raises(ProviderError, match="3600 s") as raised:
+        _client(faults, "429-retry-after-hour", "messages").system_one(state="x", questions={"q": QUESTION})
+    assert time.monotonic() - started < 1.0
+    assert raised.value.status == 429
+
+
+def test_a_client_with_max_retries_0_asks_a_busy_server_once(faults: FaultServer) -> None:
+    seen = len(faults.log)
+    with pytest.raises(ProviderError):
+        _client(faults, "503-retry-after", "chat_completions", max_retries=0).system_one(
+            state="x", questions={"q": QUESTION}
+        )
+    assert len(faults.log) - seen == 1
+
+
+def test_a_timeout_is_not_retried_so_a_hang_costs_one_timeout(faults: FaultServer) -> None:
+    seen = len(faults.log)
+    started = time.monotonic()
+    with pytest.raises(ProviderError, match="could not be reached"):
+        _client(faults, "hang-no-bytes", "responses", max_retries=5).system_one(
+            state="x", questions={"q": QUESTION}
+        )
+    assert time.monotonic() - started < TIMEOUT + 1.0
+    assert len(faults.log) - seen == 1
+
+
+def test_a_busy_server_that_recovers_is_answered_after_the_retry_after_wait(faults: FaultServer) -> None:
+    client = SystemOneClient(
+        openai.OpenAI(base_url=faults.base_url("503-retry-after", "ok"), api_key="local"),
+        model="fault-model",
+        api="chat_completions",
+        method="logprobs",
+        timeout=TIMEOUT,
+    )
+    started = time.monotonic()
+    answer = client.system_one(state="x", questions={"q": QUESTION}).answers["q"]
+    assert time.monotonic() - started >= RETRY_AFTER_S
+    assert answer.choice == "billing"  # type: ignore[union-attr]
+    assert_a_distribution(answer.probabilities)  # type: ignore[union-attr]
+
+
+def test_a_50_mb_body_is_read_with_memory_bounded_by_a_small_multiple_of_it(faults: FaultServer) -> None:
+    client = _client(faults, "huge-body", "chat_completions")
+    tracemalloc.start()
+    try:
+        answer = client.system_one(state="x", questions={"q": QUESTION}).answers["q"]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert_a_distribution(answer.probabilities)  # type: ignore[union-attr]
+    # Measured: about 3x the body (the bytes, the decoded text, the parsed padding string).
+    assert peak < 4 * HUGE_BYTES, f"peak {peak / 2**20:.0f} MB"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the timeout bounds each read, not the whole answer: a body dripped over 6 s under a 1 s "
+    "timeout is read to the end and answered (neither SDK has a total deadline; see the report)",
+)
+def test_a_slow_drip_is_cut_off_at_the_timeout(faults: FaultServer) -> None:
+    started = time.monotonic()
+    with pytest.raises(ProviderError):
+        _client(faults, "slow-drip", "chat_completions").system_one(state="x", questions={"q": QUESTION})
+    assert time.monotonic() - started < BOUND_S
+
+
+@pytest.mark.parametrize("fault", ["hang-no-bytes", "503-retry-after", "nan-logprob", "truncated-json"])
+def test_the_async_client_meets_the_same_faults_with_the_same_errors(faults: FaultServer, fault: str) -> None:
+    async def ask() -> None:
+        sdk = openai.AsyncOpenAI(base_url=faults.base_url(fault), api_key="local")
+        client = AsyncSystemOneClient(
+            sdk, model="fault-model", api="chat_completions", method="logprobs", timeout=TIMEOUT
+        )
+        await client.system_one(state="x", questions={"q": QUESTION})
+
+    started = time.monotonic()
+    with pytest.raises(EXPECTED[fault][0]):  # type: ignore[arg-type]
+        asyncio.run(ask())
+    assert time.monotonic() - started < BOUND_S
