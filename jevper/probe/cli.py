@@ -267,11 +267,12 @@ def _replay(args: argparse.Namespace, probes: Sequence[Probe], layout: Layout) -
 def report_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m jevper.probe report",
-        description="Regenerate reports/ and the docs tables from the fixtures alone (offline).",
+        description="Regenerate every generated file from the fixtures alone (offline): reports/*.md, "
+        "reports/index.html, reports/changes/*.md and the docs tables.",
     )
     parser.add_argument("--out", type=Path, help="read and write under DIR instead of the repository")
     parser.add_argument(
-        "--html", action="store_true", help="also write reports/index.html, the capability page"
+        "--html", action="store_true", help="kept for old scripts: reports/index.html is always written"
     )
     return parser
 
@@ -283,10 +284,6 @@ def main_report(argv: Sequence[str]) -> int:
     layout = Layout.out(args.out) if args.out else Layout.repository()
     for path in render_all(layout):
         print(f"generated {path}")
-    if args.html:
-        from jevper.probe.html import write_index
-
-        print(f"generated {write_index(layout)}")
     return EXIT_OK
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import jinja2
 from tabulate import tabulate
 
+from jevper.probe import diff, html
 from jevper.probe.catalogue import Catalogue, load_catalogue
 from jevper.probe.reference import TRANSCRIBED_FROM, load_reference, transcribed_recording
 from jevper.probe.results import Layout, Recording, iter_recordings
@@ -122,7 +123,8 @@ def replace_generated(page: str, generated: str) -> str:
 
 
 def generate(layout: Layout) -> dict[Path, str]:
-    """Every generated file the layout's fixtures support, with its content; nothing is written."""
+    """Every generated file the layout's fixtures support, with its content; nothing is written:
+    per-recording pages, the matrices, the docs tables, the HTML page and the change reports."""
     catalogue = load_catalogue()
     recordings = columns(layout)
     files: dict[Path, str] = {}
@@ -133,14 +135,16 @@ def generate(layout: Layout) -> dict[Path, str]:
     if layout.docs_page is not None and layout.docs_page.exists():
         page = layout.docs_page.read_text(encoding="utf-8")
         files[layout.docs_page] = replace_generated(page, render_docs_tables(recordings, catalogue))
+    files[layout.reports_dir / "index.html"] = html.render_layout(layout)
+    files.update(diff.regenerate(layout))
     return files
 
 
 def render_all(layout: Layout) -> list[Path]:
     """Write every generated file; returns the files written."""
     files = generate(layout)
-    layout.reports_dir.mkdir(parents=True, exist_ok=True)
     for path, content in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() or path.read_text(encoding="utf-8") != content:
             path.write_text(content, encoding="utf-8")
     return list(files)

@@ -198,3 +198,19 @@ def test_two_releases_of_one_server_name_the_report_after_the_server_and_both_re
     diff = diff_recordings(resolve("llamacpp-b10434", layout), resolve("llamacpp-b11434", layout))
 
     assert report_name(diff) == "llamacpp-b10434-b11434.md"
+
+
+def test_the_report_command_regenerates_a_change_report_after_a_new_recording(tmp_path: Path) -> None:
+    from jevper.probe.cli import main as probe_main
+
+    out = Layout.out(tmp_path)
+    store(out, recording("llamacpp-b1", *BASE), cassettes=False)
+    store(out, recording("llamacpp-b2", *BASE), cassettes=False)
+    assert main(["llamacpp-b1", "llamacpp-b2", "--out", str(tmp_path), "--quiet"]) == 0
+    report = tmp_path / "reports" / "changes" / "llamacpp-b1-b2.md"
+    assert "No probe changed its verdict." in report.read_text()
+
+    store(out, recording("llamacpp-b2", probe("chat-n-two", "supported", "2 choices back"), *BASE[1:]))
+    assert probe_main(["report", "--out", str(tmp_path)]) == 0
+
+    assert "supported: 2 choices back" in report.read_text()
