@@ -116,7 +116,8 @@ async def send_async(client: object, surface: Surface, request: WireRequest, tim
         try:
             response = create(**kwargs)
             if inspect.isawaitable(response):
-                response = await response
+                # The SDK's timeout bounds each read; this bounds the whole answer (a slow drip, too).
+                response = await asyncio.wait_for(response, timeout)
         except Exception as exc:
             error, wait = _retry(exc, surface, request.model, attempt, retries)
             if wait is None:

@@ -1,0 +1,94 @@
+"""The client against every fault of jevper.testing.faults, on each surface: it answers with a valid
+distribution or raises a JevperError — never another exception, never a hang past its timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from anthropic import Anthropic, AsyncAnthropic
+from openai import AsyncOpenAI, OpenAI
+
+from jevper import AsyncSystemOneClient, Choice, JevperError, ProviderError, SystemOneClient
+from jevper.testing.faults import FAULTS, FaultServer, running
+
+INTENT = Choice(criteria={"billing": "money", "technical": "errors", "sales": "pricing"})
+TIMEOUT = 1.0
+#: Run on their own: seconds or minutes per request, or (crash) a server that stays down afterwards.
+SEPARATE = {"slow-drip", "huge-body", "429-retry-after-hour", "crash"}
+
+
+@pytest.fixture(scope="module")
+def faults() -> Iterator[FaultServer]:
+    with running() as server:
+        yield server
+
+
+def blocking(base_url: str, api: str, model: str) -> SystemOneClient:
+    if api == "messages":
+        sdk: Any = Anthropic(base_url=base_url.removesuffix("/v1"), api_key="local", max_retries=0)
+    else:
+        sdk = OpenAI(base_url=base_url, api_key="local", max_retries=0)
+    return SystemOneClient(sdk, model=model, api=api, timeout=TIMEOUT)
+
+
+def check(outcome: object) -> None:
+    if isinstance(outcome, Exception):
+        assert isinstance(outcome, JevperError), f"{type(outcome).__name__}: {outcome}"
+        return
+    answer: Any = getattr(outcome, "answers")["q"]  # noqa: B009
+    assert tuple(answer.probabilities) == INTENT.options
+    assert math.isclose(sum(answer.probabilities.values()), 1.0, abs_tol=1e-9)
+
+
+@pytest.mark.parametrize("api", ["chat_completions", "responses", "messages"])
+@pytest.mark.parametrize("fault", sorted(set(FAULTS) - SEPARATE))
+def test_every_fault_ends_in_an_answer_or_a_jevper_error_within_the_timeout(
+    faults: FaultServer, fault: str, api: str
+) -> None:
+    client = blocking(faults.base_url(fault), api, faults.model)
+    started = time.monotonic()
+    try:
+        outcome: object = client.system_one(state="I was charged twice.", questions={"q": INTENT})
+    except Exception as error:  # what escapes is the point of the test
+        outcome = error
+    # Two requests at most (one retry), each bounded by the timeout, plus connection set-up.
+    assert time.monotonic() - started < 2 * TIMEOUT + 2
+    assert not faults.crashed
+    check(outcome)
+
+
+@pytest.mark.parametrize("api", ["chat_completions", "responses", "messages"])
+def test_a_crashed_server_is_a_provider_error(api: str) -> None:
+    with running() as server:
+        client = blocking(server.base_url("crash"), api, server.model)
+        with pytest.raises(ProviderError, match="could not be reached"):
+            client.system_one(state="I was charged twice.", questions={"q": INTENT})
+
+
+@pytest.mark.parametrize("api", ["chat_completions", "messages"])
+def test_a_retry_after_of_an_hour_is_reported_at_once(faults: FaultServer, api: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(JevperError):
+        blocking(faults.base_url("429-retry-after-hour"), api, faults.model).system_one(
+            state="I was charged twice.", questions={"q": INTENT}
+        )
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("api", ["chat_completions", "messages"])
+def test_the_async_client_bounds_a_slow_drip_by_its_timeout_as_a_whole(faults: FaultServer, api: str) -> None:
+    base_url = faults.base_url("slow-drip")
+    if api == "messages":
+        sdk: Any = AsyncAnthropic(base_url=base_url.removesuffix("/v1"), api_key="local", max_retries=0)
+    else:
+        sdk = AsyncOpenAI(base_url=base_url, api_key="local", max_retries=0)
+    client = AsyncSystemOneClient(sdk, model=faults.model, api=api, timeout=TIMEOUT)
+    started = time.monotonic()
+    with pytest.raises(JevperError, match="could not be reached"):
+        asyncio.run(client.system_one(state="I was charged twice.", questions={"q": INTENT}))
+    assert time.monotonic() - started < TIMEOUT + 1.5
