@@ -39,6 +39,7 @@ _PROBE_KEYS = {
     "raw_body",
     "prime_with",
     "request_of",
+    "sampling",
 }
 
 
@@ -67,6 +68,9 @@ class Probe:
     raw_body: str | None = None  # sent as-is instead of a composed JSON body
     prime_with: str | None = None  # send this probe's request first, in the same cassette
     request_of: str | None = None  # send that probe's request instead of composing one
+    # Overrides of the reproducible fields (temperature, seed) for a probe whose question needs
+    # sampling, e.g. n: 2, which a server may refuse under greedy decoding.
+    sampling: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -139,6 +143,7 @@ def _probe(raw: Mapping[str, Any], defaults: Mapping[str, Any], source: str) -> 
         raw_body=raw.get("raw_body"),
         prime_with=raw.get("prime_with"),
         request_of=raw.get("request_of"),
+        sampling=dict(raw.get("sampling", {})),
     )
 
 
@@ -151,17 +156,24 @@ def load_catalogue() -> Catalogue:
         defaults = {k: v for k, v in data.items() if k != "probe"}
         probes.extend(_probe(raw, defaults, name) for raw in data.get("probe", []))
     topics = tuple(Topic(id=t["id"], title=t["title"]) for t in read_data("topics.toml")["topic"])
-    _check(probes, topics)
+    check_catalogue(probes, topics)
     return Catalogue(probes=tuple(probes), topics=topics)
 
 
-def _check(probes: Sequence[Probe], topics: Sequence[Topic]) -> None:
+def check_catalogue(probes: Sequence[Probe], topics: Sequence[Topic]) -> None:
+    """Unique ids, known topics, sampling overrides of reproducible fields only, earlier references."""
     ids = [p.id for p in probes]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise CatalogueError(f"probe ids must be unique; repeated: {duplicates}")
     topic_ids = {t.id for t in topics}
+    reproducible = set(read_data("presets.toml")["reproducible"])
     for index, probe in enumerate(probes):
+        if not set(probe.sampling) <= reproducible:
+            raise CatalogueError(
+                f"{probe.id}: sampling may override only {sorted(reproducible)}, "
+                f"got {sorted(set(probe.sampling) - reproducible)}"
+            )
         if probe.topic not in topic_ids:
             raise CatalogueError(f"{probe.id}: topic {probe.topic!r} is not one of {sorted(topic_ids)}")
         for ref in (probe.prime_with, probe.request_of):

@@ -1,7 +1,8 @@
 """Turn a probe into the HTTP request(s) it sends, for one preset and model.
 
-Body order: model, the prompt's fields, the reproducible fields (temperature 0, a fixed seed), the
-preset's thinking-off field (unless the probe turns it off), then the probe's own body; `drop` last.
+Body order: model, the prompt's fields, the reproducible fields (temperature 0, a fixed seed, with the
+probe's `sampling` overrides), the preset's thinking-off field (unless the probe turns it off), then the
+probe's own body; `drop` last.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ def compose(probe: Probe, catalogue: Catalogue, preset: Preset) -> ProbeRequest:
     body: dict[str, Any] = {"model": probe.model or preset.model}
     body.update(prompt_fields(probe.prompt, probe.surface))
     body.update(reproducible_fields())
+    body.update(probe.sampling)
     if probe.thinking_off:
         body.update(preset.thinking_off[probe.surface])
     body.update(probe.body)

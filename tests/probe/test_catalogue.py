@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from importlib import resources
 
 import pytest
@@ -121,10 +122,27 @@ def test_every_json_request_sends_temperature_zero_a_fixed_seed_and_the_preset_m
             if request.json_body is None:
                 assert probe.raw_body is not None
                 continue
-            assert request.json_body["temperature"] == 0
+            assert request.json_body["temperature"] == probe.sampling.get("temperature", 0)
             assert isinstance(request.json_body["seed"], int)
             assert request.json_body["model"] in (preset.model, probe.model)
             assert json.loads(request.content) == request.json_body
+
+
+def test_n_two_is_asked_under_sampling_with_the_fixed_seed_and_only_n_two_samples() -> None:
+    body = requests_for(CATALOGUE.get("chat-n-two"), CATALOGUE, get_preset("vllm"))[-1].json_body
+    assert body["n"] == 2 and body["temperature"] > 0 and body["seed"] == 7
+    sampled = [p.id for p in CATALOGUE.probes if p.sampling]
+    assert sampled == ["chat-n-two"]
+
+
+def test_a_sampling_override_of_a_field_that_is_not_reproducible_is_refused() -> None:
+    from jevper.probe.catalogue import CatalogueError, check_catalogue
+
+    probe = replace(CATALOGUE.get("chat-n-two"), sampling={"top_k": 5})
+    with pytest.raises(
+        CatalogueError, match=r"chat-n-two: sampling may override only \['seed', 'temperature'\]"
+    ):
+        check_catalogue([probe], CATALOGUE.topics)
 
 
 def test_thinking_probes_leave_the_thinking_off_field_out_and_the_others_send_it() -> None:
