@@ -141,6 +141,8 @@ def test_auto_gets_a_real_distribution_or_a_label_readout_error_over_twenty_samp
             continue
         answer = response.answers["intent"]
         assert_valid(answer, QUESTIONS["intent"])
+        assert answer.surface == "chat_completions"
+        assert "top_logprobs requires logprobs to be set to true" in response.debug["route"]["why"]
         retried = response.debug["questions"]["intent"]["requests"] > 2  # responses refusal + chat
         counts["distribution_after_grammar_retry" if retried else "distribution_first_try"] += 1
     with capsys.disabled():
