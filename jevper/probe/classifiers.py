@@ -152,7 +152,7 @@ def tops_without_logprobs(probe: Probe, exchanges: Sequence[Exchange]) -> Verdic
 
 @classifier
 def per_token_entries(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
-    """One logprob entry per generated token? Anything after the answer text?"""
+    """One logprob entry per generated token? How did the answer end, and what came after its text?"""
     last = exchanges[-1]
     if last.status != 200:
         return _refused(last)
@@ -162,19 +162,30 @@ def per_token_entries(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     entries = result.logprobs
     completion = result.usage.completion_tokens
     counted = f" for {plural(completion, 'completion token')}" if completion is not None else ""
+    trailing = trailing_tokens([e.token for e in entries], result.text or "")
+    if trailing:
+        tail = f"trailing non-text tokens {trailing!r}"
+    elif result.finish == "length":
+        tail = "no trailing token: the answer was cut at the budget, so no end-of-turn could follow"
+    else:
+        tail = "no trailing non-text token"
     text = result.text or ""
-    joined = ""
-    trailing: list[str] = []
-    for entry in entries:
-        if len(joined) >= len(text) and text.startswith(joined):
-            trailing.append(entry.token)
-        joined += entry.token
-    tail = f"trailing non-text tokens {trailing!r}" if trailing else "no trailing non-text token"
     return Verdict(
         "info",
-        f"{plural(len(entries), 'entry')}{counted}; {tail}",
+        f"{plural(len(entries), 'entry')}{counted}; finish_reason {result.finish}; {tail}",
         f"last tokens {[e.token for e in entries[-3:]]!r}; text ends {json.dumps(text[-30:])}",
     )
+
+
+def trailing_tokens(tokens: Sequence[str], text: str) -> list[str]:
+    """The entries after the ones that spell the answer text (an end-of-turn marker, an empty token)."""
+    joined = ""
+    trailing: list[str] = []
+    for token in tokens:
+        if len(joined) >= len(text) and text.startswith(joined):
+            trailing.append(token)
+        joined += token
+    return trailing
 
 
 @classifier

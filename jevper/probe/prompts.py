@@ -84,6 +84,13 @@ _LAYOUTS: Mapping[str, Callable[[], Turns]] = {
         ("system", "You answer questions in plain, complete sentences."),
         ("user", "In two or three sentences, explain why the sky looks blue during the day."),
     ),
+    "one-sentence": lambda: (
+        ("system", "You answer questions in plain, complete sentences."),
+        (
+            "user",
+            "In one sentence of about twenty-five words, explain why the sky looks blue during the day.",
+        ),
+    ),
     "canary": lambda: (
         ("system", "You answer with one JSON object."),
         ("user", "Name one colour and one fruit."),

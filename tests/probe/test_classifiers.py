@@ -1,0 +1,66 @@
+"""Classifiers read the decisive fact of an exchange: built here from small bodies shaped like the
+recorded ones (vLLM's and llama.cpp's wordings), one per behaviour a verdict must tell apart."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jevper.probe.catalogue import load_catalogue
+from jevper.probe.classifiers import classify
+from jevper.probe.recording import Exchange
+
+CATALOGUE = load_catalogue()
+
+
+def exchange(probe_id: str, body: Any, status: int = 200) -> Exchange:
+    probe = CATALOGUE.get(probe_id)
+    return Exchange(
+        method="POST",
+        path=f"/v1{probe.path}",
+        request_body={"model": "smollm2", **probe.body},
+        status=status,
+        content_type="application/json",
+        text=json.dumps(body),
+    )
+
+
+def chat_answer(text: str, tokens: list[str], finish: str) -> dict[str, Any]:
+    entries = [{"token": t, "logprob": -0.1, "top_logprobs": [{"token": t, "logprob": -0.1}]} for t in tokens]
+    return {
+        "object": "chat.completion",
+        "model": "smollm2",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": finish,
+                "logprobs": {"content": entries},
+            }
+        ],
+        "usage": {"prompt_tokens": 30, "completion_tokens": len(tokens), "total_tokens": 30 + len(tokens)},
+    }
+
+
+def test_a_long_answer_that_ends_by_itself_shows_its_end_of_turn_token_and_finish_reason() -> None:
+    probe = CATALOGUE.get("chat-logprobs-long")
+    body = chat_answer("Sky is blue.", ["Sky", " is", " blue", ".", "<|im_end|>"], "stop")
+
+    verdict = classify(probe, [exchange(probe.id, body)])
+
+    assert "finish_reason stop" in verdict.text
+    assert "trailing non-text tokens ['<|im_end|>']" in verdict.text
+
+
+def test_a_long_answer_cut_at_the_budget_says_no_end_of_turn_could_follow() -> None:
+    probe = CATALOGUE.get("chat-logprobs-long")
+    body = chat_answer("Sky is", ["Sky", " is"], "length")
+
+    verdict = classify(probe, [exchange(probe.id, body)])
+
+    assert "finish_reason length" in verdict.text
+    assert "cut at the budget" in verdict.text
+
+
+def test_the_long_logprob_probe_leaves_room_for_the_answer_to_end_by_itself() -> None:
+    assert CATALOGUE.get("chat-logprobs-long").body["max_tokens"] >= 64
