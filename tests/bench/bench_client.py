@@ -1,9 +1,10 @@
 """Client overhead: ``system_one`` against a bare openai SDK call of the same request.
 
 Both talk to an instant-answer server in its own process that replies with the body recorded from
-llama.cpp b10434 (chat-logprobs: 20 alternatives for the first token). The bare call sends exactly the
-body jevper sent (captured by the server), so the difference is jevper's own work: building the
-prompt and request, dumping the SDK's response object, reading the distribution, assembling the answer.
+llama.cpp b10434 (chat-logprobs: four tokens with 20 alternatives each). The bare call sends exactly
+the body jevper sent (captured by the server), so the difference is jevper's own work: building the
+prompt and request, parsing the body, reading the distribution, assembling the answer (jevper skips
+the SDK's own response objects by asking ``with_raw_response``, which the bare call does not).
 Rounds alternate which side goes first, so drifting machine load hits both alike.
 """
 
@@ -13,6 +14,8 @@ import asyncio
 import cProfile
 import io
 import pstats
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -83,7 +86,6 @@ class _Pair:
         self.count = count
         self.jevper: list[float] = []
         self.bare: list[float] = []
-        self.load_before = load_average()
 
     def figures(self, server_us: float | None) -> list[Figure]:
         j_med, j_p90 = median_p90(self.jevper)
@@ -222,6 +224,37 @@ def _own_time(response: object) -> list[Figure]:
     return figures
 
 
+_IMPORTS = """
+import time
+t = time.perf_counter(); import asyncio; a = time.perf_counter()
+import jevper; b = time.perf_counter()
+import sys; heavy = [m for m in ("openai", "anthropic", "httpx", "pydantic") if m in sys.modules]
+import openai; c = time.perf_counter()
+print((a - t) * 1000, (b - a) * 1000, (c - b) * 1000, ",".join(heavy) or "-")
+"""
+
+
+def _import_time() -> Figure:
+    """``import jevper`` in a fresh interpreter (fastest of five), after asyncio, next to openai's."""
+    runs: list[tuple[float, float, float, str]] = []
+    for _ in range(5):
+        out = subprocess.run([sys.executable, "-c", _IMPORTS], capture_output=True, text=True, check=True)
+        first, second, third, heavy = out.stdout.split()
+        runs.append((float(first), float(second), float(third), heavy))
+    asyncio_ms, jevper_ms, openai_ms, heavy = min(runs, key=lambda r: r[1])
+    pulled = "no SDK, no httpx and no pydantic" if heavy == "-" else heavy.replace(",", ", ")
+    return Figure(
+        "import jevper (after asyncio)",
+        jevper_ms,
+        "ms",
+        "",
+        None,
+        load_average(),
+        f"fastest of five fresh interpreters; asyncio itself {asyncio_ms:.0f} ms, then `import openai` "
+        f"{openai_ms:.0f} ms. `import jevper` loads {pulled}.",
+    )
+
+
 def run(rounds: int = 20) -> Section:
     body = recorded_body(CASSETTE)
     with tempfile.TemporaryDirectory() as scratch, instant_server(body, Path(scratch)) as server:
@@ -230,7 +263,7 @@ def run(rounds: int = 20) -> Section:
         bodies = {count: _captured(server, capture, count) for count in (1, 8)}
         stored = sync_sdk.chat.completions.with_raw_response.create(**bodies[1][0])
         sync_sdk.close()
-        figures = _own_time(stored)
+        figures = [_import_time(), *_own_time(stored)]
         figures += _sync_pairs(server, rounds)
         figures += asyncio.run(_async_pairs(server, rounds, bodies))
     return Section(

@@ -23,6 +23,7 @@ def run() -> Section:
     # pytest's own count of collected-but-deselected live tests is in the summary line.
     outcome = "passed" if done.returncode == 0 else f"exit status {done.returncode}"
     counted = re.sub(r" in [0-9.]+s.*", "", summary)
+    failed = [line.split()[1] for line in lines if line.startswith(("FAILED ", "ERROR "))]
     return Section(
         key="suite",
         title="Offline suite time",
@@ -35,8 +36,9 @@ def run() -> Section:
                 f"≤ {TARGET_S:.0f} s",
                 wall <= TARGET_S,
                 load_average(),
-                f'`pytest -m "not live"`: {counted} ({outcome}); load average '
-                f"{' / '.join(map(str, load_before))} before the run",
+                f'`pytest -m "not live"`: {counted} ({outcome}'
+                + (f"; failing: {', '.join(failed)}" if failed else "")
+                + f"); load average {' / '.join(map(str, load_before))} before the run",
             )
         ],
         notes=[
