@@ -320,3 +320,12 @@ def test_distinct_tokens_with_the_same_empty_text_are_told_apart_by_id() -> None
     assert result.logprobs is not None and len(result.logprobs[0].top) == 2
     with pytest.raises(MalformedAnswerError, match="twice"):
         _wire.read("chat_completions", _chat(**_lp(top=[top[0], top[0]])))
+
+
+def test_llamacpps_responses_route_accepts_text_format_and_ignores_it() -> None:
+    record = recorded("responses_text_format")
+    assert record["status"] == 200
+    assert record["request"]["body"]["text"]["format"]["strict"] is True
+    text = _wire.read("responses", body_of(record)).text or ""
+    with pytest.raises(ValueError):
+        json.loads(text)  # prose: the schema was not enforced
