@@ -294,6 +294,14 @@ def grammar_obeyed(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     )
 
 
+#: How each surface says an answer stopped at its token budget (Chat, Responses, Messages).
+CUT_AT_BUDGET = frozenset({"length", "incomplete", "max_tokens"})
+
+
+def _opens_with_canary(text: str) -> bool:
+    return "".join(text.split()).startswith(json.dumps({"canary": CANARY}, separators=(",", ":"))[:-1])
+
+
 @classifier
 def schema_canary(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     """A schema whose only legal answer names a constant the prompt never mentions: enforced?"""
@@ -307,6 +315,13 @@ def schema_canary(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
         answer = None
     if isinstance(answer, Mapping) and answer.get("canary") == CANARY:
         return Verdict("supported", f"enforced: the answer names {CANARY}", f"answer {_answer(result)}")
+    if result.finish in CUT_AT_BUDGET and _opens_with_canary(result.text or ""):
+        # The prompt never names the constant, so a cut answer that opens with it came from the schema.
+        return Verdict(
+            "supported",
+            f"enforced (cut at the budget, {result.finish}): the answer opens with the canary {CANARY}",
+            f"answer {_answer(result)}",
+        )
     return Verdict(
         "ignored",
         f"ignored: {expected_actual(json.dumps({'canary': CANARY}), _answer(result))}",

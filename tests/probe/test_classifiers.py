@@ -64,3 +64,47 @@ def test_a_long_answer_cut_at_the_budget_says_no_end_of_turn_could_follow() -> N
 
 def test_the_long_logprob_probe_leaves_room_for_the_answer_to_end_by_itself() -> None:
     assert CATALOGUE.get("chat-logprobs-long").body["max_tokens"] >= 64
+
+
+def responses_answer(text: str, status: str) -> dict[str, Any]:
+    return {
+        "object": "response",
+        "model": "smollm2",
+        "status": status,
+        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+        "output": [
+            {
+                "type": "message",
+                "role": "assistant",
+                "status": status,
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        ],
+        "usage": {"input_tokens": 20, "output_tokens": 32, "total_tokens": 52},
+    }
+
+
+def test_a_schema_shaped_answer_cut_at_the_budget_is_enforced_not_ignored() -> None:
+    probe = CATALOGUE.get("responses-strict-schema")
+    body = responses_answer('{\n "canary" : "JEVPER-PROBE"\n\n,\n\n "count" :', "incomplete")
+
+    verdict = classify(probe, [exchange(probe.id, body)])
+
+    assert verdict.outcome == "supported"
+    assert verdict.text.startswith("enforced (cut at the budget, incomplete)")
+
+
+def test_a_cut_answer_without_the_canary_is_still_ignored() -> None:
+    probe = CATALOGUE.get("responses-strict-schema")
+    body = responses_answer("The first one is a fruit, but", "incomplete")
+
+    assert classify(probe, [exchange(probe.id, body)]).outcome == "ignored"
+
+
+def test_a_complete_answer_naming_the_canary_is_enforced() -> None:
+    probe = CATALOGUE.get("responses-strict-schema")
+    body = responses_answer('{"canary": "JEVPER-PROBE", "count": 2}', "completed")
+
+    verdict = classify(probe, [exchange(probe.id, body)])
+
+    assert (verdict.outcome, verdict.text) == ("supported", "enforced: the answer names JEVPER-PROBE")
