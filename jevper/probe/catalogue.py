@@ -40,6 +40,7 @@ _PROBE_KEYS = {
     "prime_with",
     "request_of",
     "sampling",
+    "opening",
 }
 
 
@@ -71,6 +72,7 @@ class Probe:
     # Overrides of the reproducible fields (temperature, seed) for a probe whose question needs
     # sampling, e.g. n: 2, which a server may refuse under greedy decoding.
     sampling: Mapping[str, Any] = field(default_factory=dict)
+    opening: str | None = None  # the prompt's first line, unique to a cold-cache probe
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,7 @@ def _probe(raw: Mapping[str, Any], defaults: Mapping[str, Any], source: str) -> 
         prime_with=raw.get("prime_with"),
         request_of=raw.get("request_of"),
         sampling=dict(raw.get("sampling", {})),
+        opening=raw.get("opening"),
     )
 
 

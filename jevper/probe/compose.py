@@ -44,7 +44,7 @@ def compose(probe: Probe, catalogue: Catalogue, preset: Preset) -> ProbeRequest:
     if probe.raw_body is not None:
         return ProbeRequest(probe.method, probe.path, probe.raw_body.encode("utf-8"), None)
     body: dict[str, Any] = {"model": probe.model or preset.model}
-    body.update(prompt_fields(probe.prompt, probe.surface))
+    body.update(prompt_fields(probe.prompt, probe.surface, probe.opening))
     body.update(reproducible_fields())
     body.update(probe.sampling)
     if probe.thinking_off:

@@ -108,11 +108,18 @@ _LAYOUTS: Mapping[str, Callable[[], Turns]] = {
 PROMPTS = tuple(_LAYOUTS)
 
 
-def prompt_fields(layout: str, surface: Surface) -> dict[str, Any]:
-    """The body fields carrying the prompt on one surface: messages, input, or system + messages."""
+def prompt_fields(layout: str, surface: Surface, opening: str | None = None) -> dict[str, Any]:
+    """The body fields carrying the prompt on one surface: messages, input, or system + messages.
+
+    `opening` becomes the first line of the first turn, so the whole prompt starts with text no other
+    probe sends: a prefix cache then has nothing to reuse from earlier requests.
+    """
     if layout not in _LAYOUTS:
         raise KeyError(f"expected a prompt layout among {PROMPTS}, got {layout!r}")
     turns = _LAYOUTS[layout]()
+    if opening is not None:
+        (role, text), *rest = turns
+        turns = ((role, f"{opening}\n{text}"), *rest)
     if surface == "chat_completions":
         return {"messages": [{"role": role, "content": text} for role, text in turns]}
     if surface == "responses":

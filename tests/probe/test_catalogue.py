@@ -163,6 +163,22 @@ def test_the_long_prompt_puts_examples_then_question_then_state_and_varies_only_
     assert 7000 < len(long) < 11000  # about 2,000 tokens of English
 
 
+def test_each_cold_cache_probe_opens_with_a_line_no_other_probe_sends() -> None:
+    preset = get_preset("llamacpp")
+
+    def opening(probe_id: str) -> str:
+        body = requests_for(CATALOGUE.get(probe_id), CATALOGUE, preset)[-1].json_body
+        turns = body.get("messages") or body.get("input") or [{"content": ""}]
+        return str(body.get("system") or turns[0]["content"]).split("\n", 1)[0]
+
+    cold = {probe_id: opening(probe_id) for probe_id in ("chat-cache-key", "responses-cache-cold")}
+    assert cold["chat-cache-key"] != cold["responses-cache-cold"]
+    assert opening("chat-cache-state-varied") == cold["chat-cache-key"]
+    others = [p.id for p in CATALOGUE.probes if p.raw_body is None and p.opening is None and not p.request_of]
+    for probe_id in others:
+        assert opening(probe_id) not in cold.values(), probe_id
+
+
 def test_warm_probes_send_the_identical_request_twice() -> None:
     preset = get_preset("llamacpp")
     for probe_id in ("chat-cache-warm", "responses-cache-warm", "messages-warm"):
