@@ -49,7 +49,8 @@ def _slots(value: Any) -> Iterator[tuple[Any, Any]]:
 @st.composite
 def _mutate(draw: st.DrawFn, body: Any) -> Any:
     body = copy.deepcopy(body)
-    for _ in range(draw(st.integers(min_value=1, max_value=4))):
+    # Mostly one mutation, so that a mutant often still carries an answer to read.
+    for _ in range(draw(st.sampled_from([1, 1, 1, 2, 3, 4]))):
         slots = list(_slots(body))
         if not slots:
             break

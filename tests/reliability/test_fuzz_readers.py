@@ -1,5 +1,6 @@
-"""Mutated recorded bodies of every surface fed to the wire readers: only JevperError escapes, and what is
-read is never a logprob that is not one.
+"""Mutated recorded bodies of every surface fed to the wire readers and to the client's readout: only
+JevperError escapes, what is read is never a logprob that is not one, and any distribution that comes
+out is finite, non-negative, over exactly the options and sums to 1.
 
 The corpus is every 200 body recorded from a surface route: the harness's provider cassettes and the
 client's fixtures. `scripts/test --fuzz` raises the example count (JEVPER_FUZZ_EXAMPLES).
@@ -7,19 +8,25 @@ client's fixtures. `scripts/test --fuzz` raises the example count (JEVPER_FUZZ_E
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
-from jevper import JevperError
+from jevper import Choice, JevperError, Noul, Score, SystemOneClient
+from jevper._ask import structured_schema
 from jevper._wire import SURFACES, read
 from jevper.probe.recording import load_exchanges
+from jevper.questions import Question
+from jevper.testing.bodies import Answer
 from jevper.testing.faults import route
 from jevper.testing.mutations import mutated_bodies
 
@@ -93,10 +100,108 @@ def test_a_mutated_body_is_read_or_refused_with_a_jevper_error(case: tuple[str, 
     _, surface, body = case
     try:
         result = read(surface, body)  # type: ignore[arg-type]
-    except JevperError:
+    except JevperError as error:
+        event(f"{surface}: {type(error).__name__}")
         return
+    event(f"{surface}: read")
     for token in result.logprobs or ():
         assert math.isfinite(token.logprob) and token.logprob <= 0
         assert all(math.isfinite(lp) and lp <= 0 for _, lp in token.top)
     assert result.text is None or isinstance(result.text, str)
     assert result.reasoning is None or isinstance(result.reasoning, str)
+
+
+# --- the client's readout -------------------------------------------------------------------------------
+
+QUESTIONS: tuple[Question, ...] = (
+    Choice(criteria={"billing": "money, invoices", "technical": "errors, crashes", "sales": "pricing"}),
+    Noul(instructions="Is the customer asking for money back?"),
+    Score(criteria=["calm", "annoyed", "furious"]),
+)
+METHODS = {"chat_completions": ("logprobs", "structured"), "responses": ("logprobs", "structured")}
+
+
+def healthy_bodies() -> list[tuple[str, str, dict[str, Any]]]:
+    """The fault server's healthy answer per surface and question: a label distribution, a JSON answer."""
+    bodies = []
+    for surface in SURFACES:
+        bodies.append(
+            ("healthy label", surface, Answer(surface, {"logprobs": True, "top_logprobs": 5}, "m").body())
+        )  # type: ignore[arg-type]
+        for question in QUESTIONS:
+            schema = {"schema": structured_schema(question)}
+            bodies.append(
+                (f"healthy {type(question).__name__}", surface, Answer(surface, schema, "m").body())
+            )  # type: ignore[arg-type]
+    return bodies
+
+
+#: Healthy answers weigh eight times a recorded body, so more mutants still carry a readable answer.
+SEEDS = CORPUS + healthy_bodies() * 8
+
+
+class Canned:
+    """A client whose every create() returns the same parsed body, whatever was asked."""
+
+    def __init__(self, body: Any) -> None:
+        def create(**_: Any) -> Any:
+            return copy.deepcopy(body)
+
+        self.chat = SimpleNamespace(completions=SimpleNamespace(create=create))
+        self.responses = SimpleNamespace(create=create)
+        self.messages = SimpleNamespace(create=create)
+
+
+def ask(body: Any, surface: str, method: str, question: Question) -> Any:
+    client = SystemOneClient(Canned(body), model="m", api=surface, method=method)
+    return client.system_one(state="I was charged twice.", questions={"q": question}).answers["q"]
+
+
+def assert_a_distribution(answer: Any, question: Question) -> None:
+    expected = set(range(len(question.options))) if isinstance(question, Score) else set(question.options)
+    probabilities = answer.probabilities
+    assert set(probabilities) == expected
+    assert all(isinstance(p, float) and math.isfinite(p) and p >= 0 for p in probabilities.values())
+    assert math.isclose(sum(probabilities.values()), 1.0, rel_tol=1e-9, abs_tol=1e-12)
+    assert 0.0 <= answer.confidence <= 1.0
+
+
+def test_the_healthy_seeds_answer_every_question_with_a_real_distribution() -> None:
+    answered = 0
+    for _, surface, body in healthy_bodies():
+        for method in METHODS.get(surface, ("structured",)):
+            for question in QUESTIONS:
+                try:
+                    answer = ask(body, surface, method, question)
+                except JevperError:
+                    continue
+                assert_a_distribution(answer, question)
+                answered += 1
+    assert answered >= 3 * len(QUESTIONS)
+
+
+def _asked(source: str, surface: str, data: st.DataObject) -> tuple[str, Question]:
+    """The method and question a seed answers (a healthy one answers its own), else any."""
+    for question in QUESTIONS:
+        if source == f"healthy {type(question).__name__}":
+            return "structured", question
+    question = data.draw(st.sampled_from(QUESTIONS))
+    if source == "healthy label" and surface != "messages":
+        return "logprobs", question
+    return data.draw(st.sampled_from(METHODS.get(surface, ("structured",)))), question
+
+
+@FUZZ
+@given(mutated_bodies(SEEDS), st.data())
+def test_a_mutated_body_answers_with_a_real_distribution_or_a_jevper_error(
+    case: tuple[str, str, Any], data: st.DataObject
+) -> None:
+    source, surface, body = case
+    method, question = _asked(source, surface, data)
+    try:
+        answer = ask(body, surface, method, question)
+    except JevperError as error:
+        event(f"{surface} {method}: {type(error).__name__}")
+        return
+    event(f"{surface} {method}: answered")
+    assert_a_distribution(answer, question)
