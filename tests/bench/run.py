@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
+import traceback
 from collections.abc import Callable
 
 import bench_cache
@@ -16,7 +17,7 @@ import bench_client
 import bench_probe
 import bench_suite
 import bench_throughput
-from _report import ORDER, REPORT, ROOT, Section, load_sections, render, save_sections
+from _report import ORDER, REPORT, ROOT, Figure, Section, load_average, load_sections, render, save_sections
 
 BENCHES: dict[str, Callable[[], Section]] = {
     "client": bench_client.run,
@@ -39,10 +40,18 @@ def main(argv: list[str]) -> int:
         print(f"unknown benchmark {unknown}; expected some of {[*ORDER, 'all', 'profile']}", file=sys.stderr)
         return 2
     sections = load_sections()
+    failed = []
     for name in names:
         started = time.perf_counter()
         print(f"scripts/bench: {name} ...", flush=True)
-        section = BENCHES[name]()
+        try:
+            section = BENCHES[name]()
+        except Exception as exc:
+            # One broken benchmark (a server that will not start, a tree mid-change) does not cost
+            # the others their numbers; the report says what went wrong in its place.
+            traceback.print_exc()
+            failed.append(name)
+            section = _failure(name, exc)
         sections[name] = section
         for figure in section.figures:
             mark = {True: "met", False: "MISSED", None: ""}[figure.met]
@@ -51,7 +60,18 @@ def main(argv: list[str]) -> int:
         save_sections(sections)
         REPORT.write_text(render(sections))
     print(f"scripts/bench: wrote {REPORT.relative_to(ROOT)}")
+    if failed:
+        print(f"scripts/bench: could not measure {', '.join(failed)} (see above)", file=sys.stderr)
+        return 1
     return 0
+
+
+def _failure(name: str, exc: Exception) -> Section:
+    text = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    figure = Figure(
+        f"{name}: not measured", None, "", "", None, load_average(), f"the benchmark failed: {text}"
+    )
+    return Section(key=name, title=f"{name} (failed)", command=f"scripts/bench {name}", figures=[figure])
 
 
 if __name__ == "__main__":
