@@ -24,6 +24,32 @@ def _fine(token: object, logprob: object) -> bool:
     return type(token) is str and type(logprob) is float and -math.inf < logprob <= 0.0
 
 
+def _fast_top(alternatives: list[Any]) -> tuple[tuple[str, float], ...] | None:
+    """The alternatives when every one is well formed and none repeats; None sends them to the slow
+    path, which says exactly what is wrong where."""
+    top: list[tuple[str, float]] = []
+    keys: set[tuple[str, object]] = set()
+    for alt in alternatives:
+        if type(alt) is not dict:
+            return None
+        token, logprob = alt.get("token"), alt.get("logprob")
+        if type(token) is not str or type(logprob) is not float or not -math.inf < logprob <= 0.0:
+            return None
+        identity = alt.get("id")
+        if identity is None:
+            identity = alt.get("bytes")
+            if type(identity) is list:
+                identity = tuple(identity)
+        if type(identity) not in (int, str, tuple, type(None)):
+            return None
+        try:
+            keys.add((token, identity))
+        except TypeError:  # a byte list holding lists: let the slow path name it
+            return None
+        top.append((token, logprob))
+    return tuple(top) if len(keys) == len(top) else None
+
+
 def _entry(surface: str, path: str, i: int, value: object) -> TokenLogprob:
     if type(value) is dict and _fine(value.get("token"), value.get("logprob")):
         token, lp = value["token"], value["logprob"]
@@ -38,6 +64,10 @@ def _entry(surface: str, path: str, i: int, value: object) -> TokenLogprob:
         return TokenLogprob(token, lp, ())
     if type(alternatives) is not list:
         alternatives = r.seq(surface, f"{path}[{i}].top_logprobs", alternatives)
+    else:
+        fast = _fast_top(alternatives)
+        if fast is not None:
+            return TokenLogprob(token, lp, fast)
     top: list[tuple[str, float]] = []
     seen: dict[tuple[str, object], int] = {}
     for j, alt in enumerate(alternatives):
