@@ -14,6 +14,8 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal, cast
 
+from jevper.probe.agreement import RULES
+
 Surface = Literal["chat_completions", "responses", "messages"]
 SURFACES: tuple[Surface, ...] = ("chat_completions", "responses", "messages")
 
@@ -41,6 +43,7 @@ _PROBE_KEYS = {
     "request_of",
     "sampling",
     "opening",
+    "compare",
 }
 
 
@@ -73,6 +76,7 @@ class Probe:
     # sampling, e.g. n: 2, which a server may refuse under greedy decoding.
     sampling: Mapping[str, Any] = field(default_factory=dict)
     opening: str | None = None  # the prompt's first line, unique to a cold-cache probe
+    compare: str = "outcome"  # the agreement rule (agreement.RULES) that compares it with the reference
 
 
 @dataclass(frozen=True)
@@ -121,7 +125,7 @@ def _probe(raw: Mapping[str, Any], defaults: Mapping[str, Any], source: str) -> 
     unknown = set(raw) - _PROBE_KEYS
     if unknown:
         raise CatalogueError(f"probes/{source}: probe {raw.get('id')!r} has unknown keys {sorted(unknown)}")
-    for key in ("id", "topic", "asks", "decides", "classifier", "deterministic"):
+    for key in ("id", "topic", "asks", "decides", "classifier", "compare", "deterministic"):
         if key not in raw:
             raise CatalogueError(f"probes/{source}: probe {raw.get('id')!r} needs {key!r}")
     surface = defaults.get("surface")
@@ -147,6 +151,7 @@ def _probe(raw: Mapping[str, Any], defaults: Mapping[str, Any], source: str) -> 
         request_of=raw.get("request_of"),
         sampling=dict(raw.get("sampling", {})),
         opening=raw.get("opening"),
+        compare=raw["compare"],
     )
 
 
@@ -172,6 +177,10 @@ def check_catalogue(probes: Sequence[Probe], topics: Sequence[Topic]) -> None:
     topic_ids = {t.id for t in topics}
     reproducible = set(read_data("presets.toml")["reproducible"])
     for index, probe in enumerate(probes):
+        if probe.compare not in RULES:
+            raise CatalogueError(
+                f"{probe.id}: compare must name a rule among {sorted(RULES)}, got {probe.compare!r}"
+            )
         if not set(probe.sampling) <= reproducible:
             raise CatalogueError(
                 f"{probe.id}: sampling may override only {sorted(reproducible)}, "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jevper._errors import JevperError
@@ -28,6 +28,8 @@ class Verdict:
     outcome: Outcome
     text: str  # the matrix cell
     evidence: str  # a short excerpt of what came back
+    # The decisive facts, keyed by agreement rule (agreement.RULES), compared with the reference.
+    facts: Mapping[str, Any] = field(default_factory=dict)
 
 
 Classifier = Callable[[Probe, Sequence[Exchange]], Verdict]
@@ -52,9 +54,11 @@ def classify(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
         # Overload or a proxy's failure says nothing about the probed feature; it is not a refusal.
         return Verdict("fault", f"{last.status}: the server was unavailable, try again", excerpt(last.text))
     try:
-        return CLASSIFIERS[probe.classifier](probe, exchanges)
+        verdict = CLASSIFIERS[probe.classifier](probe, exchanges)
     except JevperError as exc:
         return Verdict("fault", f"{last.status}, unreadable body: {exc}", excerpt(last.text))
+    status = {"status": last.status, "status-class": f"{last.status // 100}xx"}
+    return replace(verdict, facts={**status, **verdict.facts})
 
 
 # --- reading helpers -------------------------------------------------------------------------------
@@ -114,10 +118,13 @@ def answer_alternatives(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     result = _wire(probe, last)
     asked = _asked(last, "top_logprobs")
     asked_text = f"asked for {asked}" if asked is not None else "none asked for"
+    none = {"alternatives": 0}
     if result.logprobs is None:
-        return Verdict("ignored", f"accepted, but no logprobs came back ({asked_text})", excerpt(last.text))
+        return Verdict(
+            "ignored", f"accepted, but no logprobs came back ({asked_text})", excerpt(last.text), none
+        )
     if not result.logprobs:
-        return Verdict("ignored", f"an empty logprob list ({asked_text})", excerpt(last.text))
+        return Verdict("ignored", f"an empty logprob list ({asked_text})", excerpt(last.text), none)
     first = result.logprobs[0]
     labels = sorted({t.strip() for t, _ in first.top if _is_label(t)})
     among = (
@@ -130,6 +137,7 @@ def answer_alternatives(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
         "supported",
         f"{plural(len(first.top), 'alternative')} ({asked_text}); {among}",
         f"first token {first.token!r}; alternatives {tops}{'…' if len(first.top) > 6 else ''}",
+        {"alternatives": len(first.top)},
     )
 
 
@@ -158,15 +166,19 @@ def per_token_entries(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
         return _refused(last)
     result = _wire(probe, last)
     if not result.logprobs:
-        return Verdict("ignored", "no logprob entries came back", excerpt(last.text))
+        return Verdict(
+            "ignored", "no logprob entries came back", excerpt(last.text), {"trailing": "no entries"}
+        )
     entries = result.logprobs
     completion = result.usage.completion_tokens
     counted = f" for {plural(completion, 'completion token')}" if completion is not None else ""
     trailing = trailing_tokens([e.token for e in entries], result.text or "")
+    fact: Any = trailing
     if trailing:
         tail = f"trailing non-text tokens {trailing!r}"
     elif result.finish == "length":
         tail = "no trailing token: the answer was cut at the budget, so no end-of-turn could follow"
+        fact = "cut at the budget"
     else:
         tail = "no trailing non-text token"
     text = result.text or ""
@@ -174,6 +186,7 @@ def per_token_entries(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
         "info",
         f"{plural(len(entries), 'entry')}{counted}; finish_reason {result.finish}; {tail}",
         f"last tokens {[e.token for e in entries[-3:]]!r}; text ends {json.dumps(text[-30:])}",
+        {"trailing": fact},
     )
 
 
@@ -195,15 +208,19 @@ def first_token(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     if last.status != 200:
         return _refused(last)
     result = _wire(probe, last)
+    trace = {"trace": result.reasoning_field or "none"}
     if not result.logprobs:
         start = "no logprobs" if result.logprobs is None else "an empty logprob list"
-        return Verdict("info", f"{start}; answer {_answer(result)}; {_trace(result)}", excerpt(last.text))
+        return Verdict(
+            "info", f"{start}; answer {_answer(result)}; {_trace(result)}", excerpt(last.text), trace
+        )
     token = result.logprobs[0].token
     kind = "a label" if _is_label(token) else "not a label"
     return Verdict(
         "info",
         f"first token {token!r} is {kind}; {_trace(result)}",
         f"answer {_answer(result)}",
+        trace,
     )
 
 
@@ -237,12 +254,20 @@ def error_shape(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     if last.status == 200:
         body = last.json()
         if isinstance(body, Mapping) and body.get("error"):
-            return Verdict("info", f"200 with an embedded error: {words(error.message)}", excerpt(last.text))
-        return Verdict("ignored", "200, answered as if nothing was wrong", excerpt(last.text))
+            return Verdict(
+                "info",
+                f"200 with an embedded error: {words(error.message)}",
+                excerpt(last.text),
+                {"body-shape": "embedded error"},
+            )
+        return Verdict(
+            "ignored", "200, answered as if nothing was wrong", excerpt(last.text), {"body-shape": "answer"}
+        )
     return Verdict(
         "refused",
         f"{last.status}, {_SHAPES[error.shape]}: {words(error.message)}",
         excerpt(last.text),
+        {"body-shape": error.shape},
     )
 
 
@@ -255,7 +280,12 @@ def choices_count(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     result = _wire(probe, last)
     asked = _asked(last, "n")
     outcome: Outcome = "supported" if result.choices == asked else "ignored"
-    return Verdict(outcome, f"accepted, {plural(result.choices, 'choice')} back", excerpt(last.text))
+    return Verdict(
+        outcome,
+        f"accepted, {plural(result.choices, 'choice')} back",
+        excerpt(last.text),
+        {"choices": result.choices},
+    )
 
 
 @classifier
@@ -388,12 +418,24 @@ def cached_tokens(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
         of = f" (input_tokens = {prompt}, the uncached rest)"
     found = _cache_paths(result)
     if not found:
-        return Verdict("info", f"no cached-token count reported{of}", excerpt(result.raw.get("usage", {})))
+        return Verdict(
+            "info",
+            f"no cached-token count reported{of}",
+            excerpt(result.raw.get("usage", {})),
+            {"cache-field": "unreported", "cache-reuse": "unreported"},
+        )
     usage = {
         "usage": result.raw.get("usage"),
         **({"timings": result.raw["timings"]} if "timings" in result.raw else {}),
     }
-    return Verdict("info", f"{'; '.join(found)}{of}", excerpt(usage))
+    cached = result.usage.cached_tokens
+    if cached is None and isinstance(result.raw.get("timings"), Mapping):
+        cached = result.raw["timings"].get("cache_n")
+    facts = {
+        "cache-field": result.usage.cached_tokens_path or "timings.cache_n",
+        "cache-reuse": "some" if cached else "none",
+    }
+    return Verdict("info", f"{'; '.join(found)}{of}", excerpt(usage), facts)
 
 
 @classifier
@@ -404,15 +446,20 @@ def responses_logprobs(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
         return _refused(last)
     result = _wire(probe, last)
     if result.logprobs is None:
-        return Verdict("ignored", "accepted; no logprobs field on the output", excerpt(last.text))
+        return Verdict(
+            "ignored", "accepted; no logprobs field on the output", excerpt(last.text), {"logprobs": "absent"}
+        )
     if not result.logprobs:
-        return Verdict("ignored", "accepted; an empty logprob list", excerpt(last.text))
+        return Verdict(
+            "ignored", "accepted; an empty logprob list", excerpt(last.text), {"logprobs": "empty"}
+        )
     count = len(result.logprobs[0].top)
     return Verdict(
         "supported",
         f"real logprobs: {plural(len(result.logprobs), 'entry')}, "
         f"{plural(count, 'alternative')} on the first",
         excerpt([e.token for e in result.logprobs[:6]]),
+        {"logprobs": "real"},
     )
 
 
@@ -489,6 +536,7 @@ def message_blocks(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
         "supported",
         f"route exists; blocks: {blocks}; stop_reason {result.finish}",
         f"answer {_answer(result)}",
+        {"blocks": list(result.content_types)},
     )
 
 

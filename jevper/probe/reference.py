@@ -9,9 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
+from jevper.probe.agreement import agrees
 from jevper.probe.catalogue import CatalogueError, load_catalogue, read_data
-from jevper.probe.results import OUTCOMES, Outcome, ProbeResult, Recording
+from jevper.probe.results import OUTCOMES, UNANSWERED, Outcome, ProbeResult, Recording
 
 TRANSCRIBED_FROM = "transcribed from the reference document"
 
@@ -20,14 +22,13 @@ TRANSCRIBED_FROM = "transcribed from the reference document"
 class ReferenceEntry:
     outcome: Outcome
     says: str
-    match: str | None = None  # a phrase a recorded verdict must contain to agree
+    fact: Any = None  # the value of the probe's decisive fact (its `compare` rule), when stated
 
-    def agrees(self, result: ProbeResult) -> bool | None:
-        if result.outcome in ("fault", "timeout", "not-run"):
+    def agrees(self, result: ProbeResult, rule: str, facts: Mapping[str, Any]) -> bool | None:
+        """None when the probe got no answer; else the outcome and the stated fact must both match."""
+        if result.outcome in UNANSWERED:
             return None
-        if result.outcome != self.outcome:
-            return False
-        return self.match is None or self.match in result.verdict
+        return agrees(rule, result.outcome, facts, self.outcome, self.fact)
 
 
 @dataclass(frozen=True)
@@ -44,30 +45,41 @@ class ReferenceServer:
 
 @cache
 def load_reference() -> Mapping[str, ReferenceServer]:
-    ids = {p.id for p in load_catalogue().probes}
+    rules = {p.id: p.compare for p in load_catalogue().probes}
     servers: dict[str, ReferenceServer] = {}
     for name, raw in read_data("reference.toml")["server"].items():
         entries: dict[str, ReferenceEntry] = {}
         for probe_id, entry in raw["probes"].items():
-            if probe_id not in ids:
+            if probe_id not in rules:
                 raise CatalogueError(f"probes/reference.toml: {name} names unknown probe {probe_id!r}")
+            if "fact" in entry and rules[probe_id] == "outcome":
+                raise CatalogueError(
+                    f"probes/reference.toml: {name}/{probe_id} states a fact, but the probe compares "
+                    "the outcome alone (set its `compare` rule in the catalogue, or drop the fact)"
+                )
             if entry["outcome"] not in OUTCOMES:
                 raise CatalogueError(
                     f"probes/reference.toml: {name}/{probe_id}: expected an outcome among {OUTCOMES}, "
                     f"got {entry['outcome']!r}"
                 )
-            entries[probe_id] = ReferenceEntry(entry["outcome"], entry["says"], entry.get("match"))
+            entries[probe_id] = ReferenceEntry(entry["outcome"], entry["says"], entry.get("fact"))
         servers[name] = ReferenceServer(name, raw["release"], raw["model"], entries)
     return servers
 
 
-def annotate(result: ProbeResult, server: str) -> ProbeResult:
-    """The result with what the reference says for this server's probe, and whether they agree."""
+def annotate(result: ProbeResult, server: str, facts: Mapping[str, Any]) -> ProbeResult:
+    """The result with what the reference says for this server's probe, and whether they agree on
+    the probe's decisive fact (`facts` are the classifier's, keyed by agreement rule)."""
     entry = load_reference().get(server, ReferenceServer(server, "", "", {})).probes.get(result.id)
     if entry is None:
         return ProbeResult(**{**result.__dict__, "reference": None, "agrees_with_reference": None})
+    rule = load_catalogue().get(result.id).compare
     return ProbeResult(
-        **{**result.__dict__, "reference": entry.says, "agrees_with_reference": entry.agrees(result)}
+        **{
+            **result.__dict__,
+            "reference": entry.says,
+            "agrees_with_reference": entry.agrees(result, rule, facts),
+        }
     )
 
 

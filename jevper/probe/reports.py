@@ -13,6 +13,7 @@ import jinja2
 from tabulate import tabulate
 
 from jevper.probe import diff, html
+from jevper.probe.agreement import RULES
 from jevper.probe.catalogue import Catalogue, load_catalogue
 from jevper.probe.reference import TRANSCRIBED_FROM, load_reference, transcribed_recording
 from jevper.probe.results import Layout, Recording, iter_recordings
@@ -91,6 +92,7 @@ def render_recording(recording: Recording, catalogue: Catalogue) -> str:
         command=REPORT_COMMAND,
         provenance=provenance_line(recording),
         cell=_cell,
+        rules=RULES,
     )
 
 

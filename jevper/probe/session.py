@@ -74,6 +74,7 @@ def _result(run: ProbeRun, server: str) -> ProbeResult:
             elapsed_s=run.elapsed_s,
         ),
         server,
+        run.verdict.facts,
     )
 
 

@@ -108,3 +108,17 @@ def test_a_complete_answer_naming_the_canary_is_enforced() -> None:
     verdict = classify(probe, [exchange(probe.id, body)])
 
     assert (verdict.outcome, verdict.text) == ("supported", "enforced: the answer names JEVPER-PROBE")
+
+
+def test_every_answered_probe_of_every_recording_reports_the_fact_its_rule_compares() -> None:
+    from jevper.probe.recording import load_exchanges
+    from jevper.probe.results import Layout, iter_recordings
+    from jevper.probe.runner import cassette_path
+
+    layout = Layout.repository()
+    for recording in iter_recordings(layout):
+        for probe in CATALOGUE.probes:
+            exchanges = load_exchanges(cassette_path(layout.fixture_dir(recording.key), probe))
+            verdict = classify(probe, exchanges)
+            if exchanges and exchanges[-1].status == 200 and probe.compare != "outcome":
+                assert probe.compare in verdict.facts, (recording.key, probe.id, verdict.facts)
