@@ -101,7 +101,8 @@ def test_a_faulted_run_is_written_aside_as_partial_and_the_fixture_folder_is_not
 @pytest.mark.xfail(
     strict=True,
     reason="the harness's timeout bounds each read, not the whole answer: a body dripped over 6 s "
-    "under a 1 s timeout is read to the end (httpx has no total deadline; see the reliability notes)",
+    "under a 1 s timeout is read to the end (httpx has no total deadline, and vcrpy reads the whole "
+    "body inside the transport before the runner sees it)",
 )
 def test_a_slow_drip_is_cut_off_at_the_harness_timeout(faults: FaultServer, tmp_path: Path) -> None:
     started = time.monotonic()
