@@ -14,11 +14,12 @@ import asyncio
 import cProfile
 import io
 import pstats
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,13 +72,6 @@ def _timed(fn: Callable[[], object], samples: list[float], n: int) -> None:
         samples.append(time.perf_counter() - started)
 
 
-async def _atimed(fn: Callable[[], Awaitable[object]], samples: list[float], n: int) -> None:
-    for _ in range(n):
-        started = time.perf_counter()
-        await fn()
-        samples.append(time.perf_counter() - started)
-
-
 class _Pair:
     """Samples of one comparison: jevper and the bare SDK over the same requests."""
 
@@ -87,10 +81,16 @@ class _Pair:
         self.jevper: list[float] = []
         self.bare: list[float] = []
 
+    def add(self, jevper: float, bare: float) -> None:
+        self.jevper.append(jevper)
+        self.bare.append(bare)
+
     def figures(self, server_us: float | None) -> list[Figure]:
         j_med, j_p90 = median_p90(self.jevper)
         b_med, b_p90 = median_p90(self.bare)
-        per_q_ms = (j_med - b_med) * 1000 / self.count
+        # The median of the paired differences: robust to load that drifts between pairs.
+        per_q_ms = statistics.median(j - b for j, b in zip(self.jevper, self.bare, strict=True))
+        per_q_ms *= 1000 / self.count
         ratio = j_med / b_med
         detail = (
             f"jevper median {j_med * 1000:.3f} ms, p90 {j_p90 * 1000:.3f} ms; bare SDK median "
@@ -141,13 +141,16 @@ def _run_rounds(
     for _ in range(n):  # warm-up: connections, imports, caches
         jevper_call()
         bare_call()
-    for i in range(rounds):
-        if i % 2:
-            _timed(jevper_call, pair.jevper, n)
-            _timed(bare_call, pair.bare, n)
-        else:
-            _timed(bare_call, pair.bare, n)
-            _timed(jevper_call, pair.jevper, n)
+    # Calls alternate one by one, each pair in alternating order, so a burst of load from a
+    # neighbour lands on both sides of a pair and cancels out of their difference.
+    for k in range(rounds * n):
+        first, second = (jevper_call, bare_call) if k % 2 else (bare_call, jevper_call)
+        t0 = time.perf_counter()
+        first()
+        t1 = time.perf_counter()
+        second()
+        t2 = time.perf_counter()
+        pair.add(*((t1 - t0, t2 - t1) if first is jevper_call else (t2 - t1, t1 - t0)))
 
 
 async def _async_pairs(
@@ -170,10 +173,14 @@ async def _async_pairs(
         for _ in range(per_round):
             await jevper_call()
             await bare_call()
-        for i in range(rounds):
-            first, second = (jevper_call, bare_call) if i % 2 else (bare_call, jevper_call)
-            await _atimed(first, pair.jevper if first is jevper_call else pair.bare, per_round)
-            await _atimed(second, pair.jevper if second is jevper_call else pair.bare, per_round)
+        for k in range(rounds * per_round):
+            first, second = (jevper_call, bare_call) if k % 2 else (bare_call, jevper_call)
+            t0 = time.perf_counter()
+            await first()
+            t1 = time.perf_counter()
+            await second()
+            t2 = time.perf_counter()
+            pair.add(*((t1 - t0, t2 - t1) if first is jevper_call else (t2 - t1, t1 - t0)))
         figures += pair.figures(server.stats()["median_us"])
     await sdk.close()
     return figures
@@ -276,23 +283,26 @@ def run(rounds: int = 20) -> Section:
             "the body recorded from llama.cpp b10434 (`chat-logprobs`, 20 alternatives). The bare call "
             "is `client.chat.completions.create(...)` with the exact body jevper sent; with 8 "
             "questions the bare side is 8 calls (sequential when blocking, `asyncio.gather` when "
-            "async). Overhead per question = (jevper median - bare median) ÷ questions; "
-            f'{rounds} alternating rounds per figure. "Own time" replaces the SDK call with a '
+            "async). jevper and bare calls alternate one by one (each pair in alternating order); "
+            "overhead per question = median of the pairs' differences ÷ questions, the ratio = "
+            'jevper median ÷ bare median. "Own time" replaces the SDK call with a '
             "stored raw response (what `with_raw_response.create` returns), so it is jevper's work alone "
             "(request building, parsing the body, reading the distribution, assembling the answer) "
             "without the network's noise.",
-            "What the profile showed (`scripts/bench profile`, cProfile, 2026-11-29): before any "
-            "change, jevper's own time went mostly to reading the logprob list — every alternative "
-            "of every generated token built its JSON path strings for an error that never came "
-            "(~45 % of jevper's time) — and to `model_dump()` of the SDK object the SDK had just "
-            "built; an 8-question blocking call started eight threads per call (1.4-1.5x eight bare "
-            "calls). Changed: the inline check of well-formed entries and reading the raw body "
-            "through `with_raw_response` (commit 9361b31, which took the profiling edit from the "
-            "working tree), and one thread pool per client (commit f9d0690). What remains of "
-            "jevper's own time is still the logprob reader (~45 %, because it validates all 21 "
-            "alternatives of every generated token while the readout needs the first, or the tail) "
-            "and `json.loads` (~12 %). Over loopback, a quarter of a bare SDK call's profile is the "
-            "SDK's own recursive transform of `messages`, which both sides pay.",
+            "What the profile showed (`scripts/bench profile`, cProfile, and A/B runs, 2026-11-29): "
+            "jevper's own time went mostly to reading the logprob list — every alternative of every "
+            "generated token built its JSON path strings for an error that never came (~45 % of "
+            "jevper's time) — and to `model_dump()` of the response object the SDK had just built; an "
+            "8-question blocking call started eight threads per call (1.4-1.5x eight bare calls); "
+            "and, once jevper took over retries, every request made a `with_options(max_retries=0)` "
+            "copy of the caller's client (0.05 ms blocking, 0.3-0.4 ms async per question). Changed: "
+            "the inline check of well-formed entries and reading the raw body through "
+            "`with_raw_response` (commit 9361b31, which took the profiling edit from the working "
+            "tree), one thread pool per client (f9d0690), one no-retry copy per caller's client "
+            "(3c89d9e). What remains of jevper's own time is mostly the logprob reader (~45 %: it "
+            "validates all 20 alternatives of every generated token while the readout needs the "
+            "first, or the tail) and `json.loads` (~12 %). Over loopback, a quarter of a bare SDK "
+            "call's profile is the SDK's own recursive transform of `messages`, which both sides pay.",
         ],
     )
 
