@@ -110,7 +110,9 @@ def _commit() -> str:
             check=True,
         )
         dirty = subprocess.run(
-            ["git", "-C", str(ROOT), "status", "--porcelain", "--", "jevper"], capture_output=True, text=True
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no", "--", "jevper"],
+            capture_output=True,
+            text=True,
         ).stdout.strip()
         return out.stdout.strip() + (" (with uncommitted changes under jevper/)" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
