@@ -41,7 +41,9 @@ def recording(
     server, release = key.split("-", 1)
     if provenance == "recorded":
         # A probe that got no answer has no exchange to record.
-        for p in (p for p in probes if p.status is not None):
+        for p in probes:
+            if p.status is None:
+                continue
             body = (bodies or {}).get(p.id, {"choices": [{"text": p.verdict}]})
             request = {"model": "smollm2", "probe": p.id}
             write_cassette(root / key / f"{p.id}.yaml", request, p.status, body)
