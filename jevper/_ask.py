@@ -76,6 +76,19 @@ def ask(question: Question, kind: Kind, *, grammar: bool = False) -> Ask:
     return Ask(kind, qtype, options, (), _JSON_SYSTEM, text, SchemaFormat("answer", schema), None)
 
 
+def json_prefill(a: Ask) -> str:
+    """The opening of the JSON answer, up to where the model's own judgement starts.
+
+    Structured opens the first option's key, discrete the answer's key (and, for a Choice, the string
+    holding the option). It never ends in whitespace: Anthropic's API refuses a prefill that does.
+    """
+    if a.question_type == "noul":
+        return '{"noul":'
+    if a.kind == "structured":
+        return "{" + json.dumps(a.options[0]) + ":"
+    return '{"choice": "' if a.question_type == "choice" else '{"score":'
+
+
 def label_grammar(labels: tuple[str, ...]) -> str:
     return "root ::= " + " | ".join(f'"{label}"' for label in labels)
 

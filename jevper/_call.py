@@ -43,6 +43,7 @@ def core(
     prompt_cache_key: str | None,
     timeout: float,
     reasoning: ReasoningConfig | None,
+    prefill: bool = True,
 ) -> Core:
     if not isinstance(model, str) or not model:
         raise InvalidQuestionError(f"model: expected the server's model id, got {model!r}")
@@ -56,6 +57,7 @@ def core(
         examples=checked_examples(examples),
         prompt_cache_key=checked_cache_key(prompt_cache_key),
         reasoning=reasoning,
+        prefill=bool(prefill),
     )
     return Core(
         client,
@@ -148,6 +150,7 @@ def plan(
     normalize_probabilities: bool | None,
     prompt_cache_key: str | None,
     reasoning: ReasoningConfig | None,
+    prefill: bool | None = None,
 ) -> Plan:
     if not isinstance(questions, Mapping) or not questions:
         raise InvalidQuestionError(
@@ -163,6 +166,7 @@ def plan(
         examples=checked_examples(examples) if examples is not None else base.examples,
         prompt_cache_key=checked_cache_key(prompt_cache_key) or base.prompt_cache_key,
         reasoning=reasoning if reasoning is not None else base.reasoning,
+        prefill=base.prefill if prefill is None else bool(prefill),
     )
     asked = tuple((str(qid), as_question(str(qid), q)) for qid, q in questions.items())
     return Plan(settings, state_turns(state), asked)
@@ -183,6 +187,7 @@ def assemble(plan: Plan, outcomes: Sequence[Outcome], memory: Memory) -> SystemO
                 "surface": outcome.surface,
                 "requests": outcome.trail.requests,
                 "why": list(outcome.trail.why),
+                "prefill": _prefill_debug(outcome),
             }
             for (qid, _), outcome in zip(plan.questions, outcomes, strict=True)
         },
@@ -192,3 +197,10 @@ def assemble(plan: Plan, outcomes: Sequence[Outcome], memory: Memory) -> SystemO
         debug["route"] = {"surface": memory.route(model), "why": route.why if route else "preferred surface"}
     usage = total(r for outcome in outcomes for r in outcome.trail.results)
     return SystemOneResponse(answers=answers, usage=usage, reasoning=reasoning, debug=debug)
+
+
+def _prefill_debug(outcome: Outcome) -> dict[str, Any] | None:
+    """What opening was sent on the Messages surface, and whether each reply repeated it."""
+    if outcome.trail.prefill is None:
+        return None
+    return {"sent": outcome.trail.prefill, "echoed": list(outcome.trail.prefill_echoed)}

@@ -11,13 +11,14 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from jevper._ask import MAX_LABELS, Ask, Kind, ask, label_grammar, render_example
+from jevper._ask import MAX_LABELS, Ask, Kind, ask, json_prefill, label_grammar, render_example
 from jevper._distribution import make_answer
 from jevper._errors import InvalidQuestionError, LabelReadoutError, MalformedAnswerError, ProviderError
 from jevper._memory import Memory
 from jevper._prompt import StateTurns, derived_cache_key, layout, state_turns
 from jevper._readout import Unreadable, read_json, read_labels
 from jevper._wire import Surface, Turn, WireRequest, WireResult
+from jevper._wire.messages import with_prefill
 from jevper.models import Answer, Api, Example, Method, ReasoningConfig
 from jevper.questions import Question
 
@@ -37,6 +38,7 @@ class Settings:
     examples: tuple[Example, ...]
     prompt_cache_key: str | None
     reasoning: ReasoningConfig | None
+    prefill: bool = True  # Messages surface: open the JSON answer in a last assistant turn
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,8 @@ class Trail:
     requests: int = 0
     why: list[str] = field(default_factory=list)
     results: list[WireResult] = field(default_factory=list)
+    prefill: str | None = None  # the answer opening sent on the Messages surface
+    prefill_echoed: list[bool] = field(default_factory=list)  # per reply: did the server repeat it?
 
 
 @dataclass(frozen=True)
@@ -189,7 +193,25 @@ def _send(surface: Surface, request: WireRequest, trail: Trail) -> Generator[Cal
     trail.requests += 1
     result = yield Call(surface, request)
     trail.results.append(result)
+    if request.prefill is not None and result.text is not None:
+        text, echoed = with_prefill(result.text, request.prefill)
+        trail.prefill_echoed.append(echoed)
+        result = replace(result, text=text)
     return result
+
+
+def _prefill(a: Ask, request: WireRequest, settings: Settings, surface: Surface, trail: Trail) -> str | None:
+    """The answer opening to send, or None: Messages only, and never alongside thinking."""
+    if surface != "messages" or not settings.prefill:
+        return None
+    if request.thinking_budget is not None or "thinking" in settings.extra_body:
+        _once(trail, "no prefill: thinking was requested, and the API refuses a prefill with thinking")
+        return None
+    if request.turns and request.turns[-1].role == "assistant":
+        _once(trail, "no prefill: the state ends with an assistant turn")
+        return None
+    trail.prefill = json_prefill(a)
+    return trail.prefill
 
 
 def _caller_field(error: ProviderError, settings: Settings) -> ProviderError:
@@ -287,6 +309,7 @@ def _json(
     request = replace(
         _request(a, question, state, settings, qid), omit=memory.omitted(settings.model, surface)
     )
+    request = replace(request, prefill=_prefill(a, request, settings, surface, trail))
     result = yield from _send_dropping(request, settings, memory, surface, trail)
     try:
         return read_json(result, a), result

@@ -34,6 +34,7 @@ class AsyncSystemOneClient:
         prompt_cache_key: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         reasoning: ReasoningConfig | None = None,
+        prefill: bool = True,
     ) -> None:
         self._core = core(
             client,
@@ -48,6 +49,7 @@ class AsyncSystemOneClient:
             prompt_cache_key=prompt_cache_key,
             timeout=timeout,
             reasoning=reasoning,
+            prefill=prefill,
         )
 
     async def system_one(
@@ -62,6 +64,7 @@ class AsyncSystemOneClient:
         normalize_probabilities: bool | None = None,
         prompt_cache_key: str | None = None,
         reasoning: ReasoningConfig | None = None,
+        prefill: bool | None = None,
     ) -> SystemOneResponse:
         """Ask every question about ``state`` concurrently; answers keyed by question id, in order."""
         call = plan(
@@ -75,6 +78,7 @@ class AsyncSystemOneClient:
             normalize_probabilities=normalize_probabilities,
             prompt_cache_key=prompt_cache_key,
             reasoning=reasoning,
+            prefill=prefill,
         )
         gate = asyncio.Semaphore(self._core.max_concurrency)
         tasks = [asyncio.ensure_future(self._answer(call, qid, q, gate)) for qid, q in call.questions]

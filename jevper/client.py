@@ -39,6 +39,7 @@ class SystemOneClient:
         prompt_cache_key: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         reasoning: ReasoningConfig | None = None,
+        prefill: bool = True,
     ) -> None:
         self._core = core(
             client,
@@ -53,6 +54,7 @@ class SystemOneClient:
             prompt_cache_key=prompt_cache_key,
             timeout=timeout,
             reasoning=reasoning,
+            prefill=prefill,
         )
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
@@ -69,6 +71,7 @@ class SystemOneClient:
         normalize_probabilities: bool | None = None,
         prompt_cache_key: str | None = None,
         reasoning: ReasoningConfig | None = None,
+        prefill: bool | None = None,
     ) -> SystemOneResponse:
         """Ask every question about ``state``; answers come back keyed by question id, in order."""
         call = plan(
@@ -82,6 +85,7 @@ class SystemOneClient:
             normalize_probabilities=normalize_probabilities,
             prompt_cache_key=prompt_cache_key,
             reasoning=reasoning,
+            prefill=prefill,
         )
         workers = min(self._core.max_concurrency, len(call.questions))
         if workers <= 1:

@@ -20,10 +20,15 @@ _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 def build(request: WireRequest) -> dict[str, Any]:
     """The JSON body for POST /v1/messages."""
     budget = request.thinking_budget
+    turns = [{"role": t.role, "content": t.content} for t in request.turns]
+    if request.prefill is not None:
+        # The model continues this assistant turn, so the answer starts as JSON even where
+        # output_config is ignored (llama.cpp, LM Studio).
+        turns.append({"role": "assistant", "content": request.prefill})
     body: dict[str, Any] = {
         "model": request.model,
         "system": request.system,
-        "messages": [{"role": t.role, "content": t.content} for t in request.turns],
+        "messages": turns,
         # The thinking budget must stay strictly below max_tokens, so it is added on top.
         "max_tokens": DEFAULT_MAX_TOKENS + (budget or 0),
     }
@@ -45,6 +50,16 @@ def build(request: WireRequest) -> dict[str, Any]:
     for name in request.omit:
         body.pop(name, None)
     return body
+
+
+def with_prefill(text: str, prefill: str) -> tuple[str, bool]:
+    """The whole answer, and whether the server echoed the prefill.
+
+    Anthropic's API returns only the continuation; llama.cpp returns the prefill and the continuation.
+    """
+    if text.lstrip().startswith(prefill):
+        return text.lstrip(), True
+    return prefill + text, False
 
 
 def fold_bounds(schema: Mapping[str, Any]) -> dict[str, Any]:

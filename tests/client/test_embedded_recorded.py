@@ -185,7 +185,9 @@ def test_messages_through_the_anthropic_sdk_resolve_auto_to_structured_without_a
     assert vcr.requests[0].path == "/v1/messages"
     assert sent["max_tokens"] == 1024
     assert sent["system"].endswith("The customer is on the premium plan.")
-    assert [m["role"] for m in sent["messages"]] == ["user", "user"]
+    # The answer's opening goes last, as an assistant turn the model continues (no thinking asked).
+    assert [m["role"] for m in sent["messages"]] == ["user", "user", "assistant"]
+    assert sent["messages"][-1]["content"] == '{"billing":'
     schema = sent["output_config"]["format"]["schema"]
     assert '"minimum":' not in json.dumps(schema) and "(minimum 0, maximum 1)" in json.dumps(schema)
     assert '"billing": null' in sent["messages"][0]["content"]  # the schema is kept in the prompt too

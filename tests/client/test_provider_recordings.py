@@ -50,7 +50,6 @@ def test_the_recordings_replayed_here_say_where_they_came_from() -> None:
         (VLLM, "messages-thinking", "field_refused", "thinking"),
         (VLLM, "messages-output-config-bad-type", "field_refused", "output_config"),
         (VLLM, "messages-no-max-tokens", "field_refused", "max_tokens"),
-        (VLLM, "chat-n-two", "field_refused", "n"),
         (VLLM, "chat-cache-salt", "field_refused", "cache_salt"),
         (LLAMACPP, "chat-bad-path", "missing_route", None),
         (LLAMACPP, "chat-stream-zero", "field_refused", "stream"),
@@ -63,6 +62,14 @@ def test_recorded_refusals_are_classified_by_the_wording_table(
     status, body = exchange(folder, name)
     error = _wire.read_error(status, body, model="jevper-no-such-model")
     assert (error.kind, error.field) == (kind, field), error.message
+
+
+def test_vllm_answers_n_two_with_two_choices_and_the_first_is_read() -> None:
+    # Recorded under sampling (temperature 0.7), as the reference says: vLLM returns both choices.
+    status, body = exchange(VLLM, "chat-n-two")
+    result = _wire.read("chat_completions", json.loads(body))
+    assert (status, result.choices) == (200, 2)
+    assert result.text == json.loads(body)["choices"][0]["message"]["content"]
 
 
 def test_vllm_names_the_model_in_its_404_and_the_route_404_does_not() -> None:

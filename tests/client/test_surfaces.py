@@ -339,6 +339,99 @@ def test_a_recorded_llamacpp_messages_body_is_read_through_the_anthropic_sdk(
     assert json.loads(record["body"])["usage"]["cache_read_input_tokens"] >= 0
 
 
+# --- Messages: the answer's opening as a prefill ------------------------------------------------------
+
+DISCRETE_PREFILL = '{"choice": "'
+
+
+def test_messages_sends_the_answers_opening_and_reads_llamacpps_echo_of_it_once(
+    loopback: Any, fixtures: Any
+) -> None:
+    record = fixtures.recorded("messages_prefill")  # llama.cpp b10434 repeats the prefill in its text
+    loopback.reply("/messages", record["status"], record["body"])
+    response = anthropic_client(loopback, method="discrete").system_one(state=STATE, questions={"q": INTENT})
+    assert answers(response)["q"].choice == "billing"
+    assert response.debug["questions"]["q"]["prefill"] == {"sent": DISCRETE_PREFILL, "echoed": [True]}
+    sent = loopback.bodies("/messages")[0]
+    assert sent["messages"][-1] == {"role": "assistant", "content": DISCRETE_PREFILL}
+    assert record["request"]["body"]["messages"][-1]["content"] == DISCRETE_PREFILL
+
+
+def test_messages_prepends_the_opening_to_a_continuation_that_does_not_repeat_it(
+    loopback: Any, fixtures: Any
+) -> None:
+    # Anthropic's API returns only the continuation: the recorded answer without its echoed opening.
+    body = json.loads(fixtures.recorded("messages_prefill")["body"])
+    text = body["content"][0]["text"]
+    assert text.startswith(DISCRETE_PREFILL)
+    body["content"][0]["text"] = text.removeprefix(DISCRETE_PREFILL)
+    loopback.reply("/messages", 200, body)
+    response = anthropic_client(loopback, method="discrete").system_one(state=STATE, questions={"q": INTENT})
+    assert answers(response)["q"].choice == "billing"
+    assert response.debug["questions"]["q"]["prefill"] == {"sent": DISCRETE_PREFILL, "echoed": [False]}
+
+
+def test_a_structured_prefill_opens_the_first_options_key_and_never_ends_in_whitespace(loopback: Any) -> None:
+    loopback.reply("/messages", 200, messages_body(' 0.7, "technical": 0.2, "sales": 0.1}'))
+    response = anthropic_client(loopback).system_one(state=STATE, questions={"q": INTENT})
+    assert answers(response)["q"].probabilities == pytest.approx(
+        {"billing": 0.7, "technical": 0.2, "sales": 0.1}
+    )
+    last = loopback.bodies("/messages")[0]["messages"][-1]
+    assert last == {"role": "assistant", "content": '{"billing":'}
+    assert last["content"] == last["content"].rstrip()  # Anthropic refuses trailing whitespace here
+
+
+def test_the_corrective_retry_sends_the_whole_first_reply_and_the_opening_again(loopback: Any) -> None:
+    loopback.reply("/messages", 200, messages_body('refund"}'))
+    loopback.reply("/messages", 200, messages_body('billing"}'))
+    response = anthropic_client(loopback, method="discrete").system_one(state=STATE, questions={"q": INTENT})
+    assert answers(response)["q"].choice == "billing"
+    retry = loopback.bodies("/messages")[1]["messages"]
+    assert retry[-3] == {"role": "assistant", "content": '{"choice": "refund"}'}
+    assert retry[-2]["role"] == "user" and "not a valid answer" in retry[-2]["content"]
+    assert retry[-1] == {"role": "assistant", "content": DISCRETE_PREFILL}
+    assert response.debug["questions"]["q"]["prefill"]["echoed"] == [False, False]
+
+
+def test_no_prefill_is_sent_with_thinking_and_debug_says_why(loopback: Any) -> None:
+    loopback.reply("/messages", 200, messages_body(JSON_ANSWER))
+    asked = anthropic_client(loopback, reasoning=ReasoningConfig(budget_tokens=1024))
+    response = asked.system_one(state=STATE, questions={"q": INTENT})
+    assert loopback.bodies("/messages")[0]["messages"][-1]["role"] == "user"
+    assert response.debug["questions"]["q"]["prefill"] is None
+    assert any("thinking" in why for why in response.debug["questions"]["q"]["why"])
+
+
+def test_the_prefill_can_be_turned_off_for_the_client_and_back_on_per_call(loopback: Any) -> None:
+    loopback.reply("/messages", 200, messages_body(JSON_ANSWER))
+    loopback.reply("/messages", 200, messages_body(JSON_ANSWER))
+    asked = anthropic_client(loopback, prefill=False)
+    off = asked.system_one(state=STATE, questions={"q": INTENT})
+    on = asked.system_one(state=STATE, questions={"q": INTENT}, prefill=True)
+    first, second = loopback.bodies("/messages")
+    assert first["messages"][-1]["role"] == "user" and off.debug["questions"]["q"]["prefill"] is None
+    assert second["messages"][-1]["role"] == "assistant"
+    assert on.debug["questions"]["q"]["prefill"] == {"sent": '{"billing":', "echoed": [True]}
+
+
+def test_a_state_ending_with_an_assistant_turn_gets_no_prefill(loopback: Any) -> None:
+    loopback.reply("/messages", 200, messages_body(JSON_ANSWER))
+    state = [{"role": "user", "content": "Charged twice."}, {"role": "assistant", "content": "Sorry!"}]
+    response = anthropic_client(loopback).system_one(state=state, questions={"q": INTENT})
+    assert loopback.bodies("/messages")[0]["messages"][-1] == {"role": "assistant", "content": "Sorry!"}
+    assert "no prefill: the state ends with an assistant turn" in response.debug["questions"]["q"]["why"]
+
+
+def test_the_prefill_is_sent_on_the_messages_surface_only(loopback: Any) -> None:
+    loopback.reply("/chat/completions", 200, chat_label())
+    response = openai_client(loopback, api="chat_completions", method="logprobs").system_one(
+        state=STATE, questions={"q": INTENT}
+    )
+    assert loopback.bodies()[0]["messages"][-1]["role"] == "user"
+    assert response.debug["questions"]["q"]["prefill"] is None
+
+
 class ChatOnly:
     """A duck-typed client: chat.completions.create returning plain dicts, no responses at all."""
 
