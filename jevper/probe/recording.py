@@ -52,9 +52,16 @@ def _scrub(text: str, secrets: Sequence[str]) -> str:
     return text
 
 
+#: A body above this is not kept: no answer to a probe is that long, and a 50 MB one cost a minute
+#: of YAML per cassette. The cassette keeps a line saying so, which no reader takes for an answer.
+MAX_RECORDED_BYTES = 8 * 1024 * 1024
+
+
 def _body_text(body: bytes | str | None, secrets: Sequence[str], *, indent: bool) -> str | None:
     if body is None:
         return None
+    if len(body) > MAX_RECORDED_BYTES:
+        return f"<a body of {len(body)} bytes, above the {MAX_RECORDED_BYTES} recorded, was not kept>"
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     try:
         parsed = json.loads(text)
