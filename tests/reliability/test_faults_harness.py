@@ -52,7 +52,7 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "null-choices": ("fault", "fault", "fault"),
     "embedded-error": ("fault", "fault", "fault"),
 }
-#: Measured separately below: they take seconds (slow-drip) or minutes (huge-body) per probe.
+#: Measured separately below.
 SEPARATE = {"ok", "crash", "slow-drip", "huge-body"}
 
 
@@ -109,6 +109,18 @@ def test_a_slow_drip_is_cut_off_at_the_harness_timeout(faults: FaultServer, tmp_
     ((outcome, _),) = _run(faults, tmp_path, faults.base_url("slow-drip"), ["chat-logprobs"])
     assert time.monotonic() - started < 3 * TIMEOUT
     assert outcome == "timeout"
+
+
+def test_a_50_mb_answer_is_recorded_as_a_fault_without_keeping_the_body(
+    faults: FaultServer, tmp_path: Path
+) -> None:
+    started = time.monotonic()
+    runs = _run(faults, tmp_path, faults.base_url("huge-body", "ok"), ["chat-logprobs", "messages-plain"])
+    assert time.monotonic() - started < 10
+    assert [outcome for outcome, _ in runs] == ["fault", "supported"]
+    assert "<a body of 52428800 bytes" in runs[0][1]
+    written = sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file())
+    assert written < 1024 * 1024
 
 
 def _committed_copy(tmp_path: Path) -> Path:
