@@ -181,6 +181,11 @@ _ADVICE = {
     "embedded": "the server answered 200 with an error body; check the base_url and the route",
     "other": "see the server's words above",
 }
+#: Refusals of a field whose fix is not to remove it.
+_FIELD_ADVICE = {
+    "max_tokens": "the server refused the output budget (its words say why, e.g. a context smaller than "
+    "its default budget); set extra_body={'max_tokens': n} within the limit it names",
+}
 
 
 def provider_error(error: ErrorBody, surface: str) -> ProviderError:
@@ -191,7 +196,7 @@ def provider_error(error: ErrorBody, surface: str) -> ProviderError:
     named = f" (field {error.field!r})" if error.field else ""
     message = (
         f"{surface}: expected an answer, but the server {status}{named}: {error.message!r}; "
-        f"{_ADVICE.get(error.kind, _ADVICE['other'])}"
+        f"{_FIELD_ADVICE.get(error.field or '') or _ADVICE.get(error.kind, _ADVICE['other'])}"
     )
     return ProviderError(
         message,
