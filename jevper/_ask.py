@@ -76,10 +76,6 @@ def ask(question: Question, kind: Kind, *, grammar: bool = False) -> Ask:
     return Ask(kind, qtype, options, (), _JSON_SYSTEM, text, SchemaFormat("answer", schema), None)
 
 
-#: Every JSON answer is one flat object, so the first closing brace ends it.
-ANSWER_END = "}"
-
-
 def json_prefill(a: Ask) -> str:
     """The opening of the JSON answer, up to where the model's own judgement starts.
 

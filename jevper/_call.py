@@ -200,14 +200,7 @@ def assemble(plan: Plan, outcomes: Sequence[Outcome], memory: Memory) -> SystemO
 
 
 def _prefill_debug(outcome: Outcome) -> dict[str, Any] | None:
-    """What opening was sent on the Messages surface, and per reply whether the server repeated it and
-    whether generation ended at the stop sequence (which the text then lacked)."""
-    trail = outcome.trail
-    if trail.prefill is None:
+    """What opening was sent on the Messages surface, and whether each reply repeated it."""
+    if outcome.trail.prefill is None:
         return None
-    return {
-        "sent": trail.prefill,
-        "stop_sequence": trail.stop_at,
-        "echoed": list(trail.prefill_echoed),
-        "stopped": list(trail.stopped),
-    }
+    return {"sent": outcome.trail.prefill, "echoed": list(outcome.trail.prefill_echoed)}

@@ -11,14 +11,14 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from jevper._ask import ANSWER_END, MAX_LABELS, Ask, Kind, ask, json_prefill, label_grammar, render_example
+from jevper._ask import MAX_LABELS, Ask, Kind, ask, json_prefill, label_grammar, render_example
 from jevper._distribution import make_answer
 from jevper._errors import InvalidQuestionError, LabelReadoutError, MalformedAnswerError, ProviderError
 from jevper._memory import Memory
 from jevper._prompt import StateTurns, derived_cache_key, layout, state_turns
 from jevper._readout import Unreadable, read_json, read_labels
 from jevper._wire import Surface, Turn, WireRequest, WireResult
-from jevper._wire.messages import with_prefill, with_stop
+from jevper._wire.messages import with_prefill
 from jevper.models import Answer, Api, Example, Method, ReasoningConfig
 from jevper.questions import Question
 
@@ -56,8 +56,6 @@ class Trail:
     results: list[WireResult] = field(default_factory=list)
     prefill: str | None = None  # the answer opening sent on the Messages surface
     prefill_echoed: list[bool] = field(default_factory=list)  # per reply: did the server repeat it?
-    stop_at: str | None = None  # the stop sequence sent with the prefill
-    stopped: list[bool] = field(default_factory=list)  # per reply: did generation end at it?
 
 
 @dataclass(frozen=True)
@@ -198,28 +196,22 @@ def _send(surface: Surface, request: WireRequest, trail: Trail) -> Generator[Cal
     if request.prefill is not None and result.text is not None:
         text, echoed = with_prefill(result.text, request.prefill)
         trail.prefill_echoed.append(echoed)
-        if request.stop_at is not None:
-            text, stopped = with_stop(text, result.raw, request.stop_at)
-            trail.stopped.append(stopped)
         result = replace(result, text=text)
     return result
 
 
-def _prefill(a: Ask, request: WireRequest, settings: Settings, surface: Surface, trail: Trail) -> WireRequest:
-    """On Messages, the request opening the answer and ending it at its closing brace; never alongside
-    thinking. A weak model otherwise answers prose where the server ignores output_config."""
+def _prefill(a: Ask, request: WireRequest, settings: Settings, surface: Surface, trail: Trail) -> str | None:
+    """The answer opening to send, or None: Messages only, and never alongside thinking."""
     if surface != "messages" or not settings.prefill:
-        return request
+        return None
     if request.thinking_budget is not None or "thinking" in settings.extra_body:
         _once(trail, "no prefill: thinking was requested, and the API refuses a prefill with thinking")
-        return request
+        return None
     if request.turns and request.turns[-1].role == "assistant":
         _once(trail, "no prefill: the state ends with an assistant turn")
-        return request
+        return None
     trail.prefill = json_prefill(a)
-    # An option spelled with a brace would be cut at it; the answer then ends where the model ends it.
-    trail.stop_at = None if any(ANSWER_END in option for option in a.options) else ANSWER_END
-    return replace(request, prefill=trail.prefill, stop_at=trail.stop_at)
+    return trail.prefill
 
 
 def _caller_field(error: ProviderError, settings: Settings) -> ProviderError:
@@ -317,7 +309,7 @@ def _json(
     request = replace(
         _request(a, question, state, settings, qid), omit=memory.omitted(settings.model, surface)
     )
-    request = _prefill(a, request, settings, surface, trail)
+    request = replace(request, prefill=_prefill(a, request, settings, surface, trail))
     result = yield from _send_dropping(request, settings, memory, surface, trail)
     try:
         return read_json(result, a), result

@@ -32,8 +32,6 @@ def build(request: WireRequest) -> dict[str, Any]:
         # The thinking budget must stay strictly below max_tokens, so it is added on top.
         "max_tokens": DEFAULT_MAX_TOKENS + (budget or 0),
     }
-    if request.stop_at is not None:
-        body["stop_sequences"] = [request.stop_at]
     if budget is not None:
         body["thinking"] = {"type": "enabled", "budget_tokens": budget}
     if request.schema is not None:
@@ -62,17 +60,6 @@ def with_prefill(text: str, prefill: str) -> tuple[str, bool]:
     if text.lstrip().startswith(prefill):
         return text.lstrip(), True
     return prefill + text, False
-
-
-def with_stop(text: str, body: Mapping[str, Any], stop_at: str) -> tuple[str, bool]:
-    """The answer with the stop sequence put back where generation stopped at it.
-
-    Both Anthropic's API and llama.cpp leave the matched stop sequence out of the text and name it in
-    ``stop_sequence`` (llama.cpp then says ``stop_reason: "end_turn"``, not ``"stop_sequence"``).
-    """
-    if body.get("stop_sequence") == stop_at and not text.rstrip().endswith(stop_at):
-        return text + stop_at, True
-    return text, False
 
 
 def fold_bounds(schema: Mapping[str, Any]) -> dict[str, Any]:

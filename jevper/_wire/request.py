@@ -40,4 +40,3 @@ class WireRequest:
     extra_body: Mapping[str, Any] = field(default_factory=dict)  # the caller's own fields, merged last
     omit: frozenset[str] = frozenset()  # fields this server has refused before (server_limits)
     prefill: str | None = None  # Messages only: the opening of the answer, sent as a last assistant turn
-    stop_at: str | None = None  # Messages only: the text that ends the answer, sent as a stop sequence
