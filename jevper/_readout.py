@@ -160,7 +160,7 @@ def json_object(text: str) -> dict[str, object]:
     fenced = _FENCE.match(text)
     candidate = fenced.group(1) if fenced else text
     try:
-        value = json.loads(candidate)
+        value = json.loads(candidate, object_pairs_hook=_unique_keys)
     except ValueError:
         found = _objects_in(candidate)
         if len(found) != 1:
@@ -172,8 +172,20 @@ def json_object(text: str) -> dict[str, object]:
     return value
 
 
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """An object whose keys are distinct; json.loads alone would keep the last of two values silently."""
+    value = dict(pairs)
+    if len(value) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise Unreadable("malformed", f"expected each key once in the JSON answer, got {key!r} twice")
+            seen.add(key)
+    return value
+
+
 def _objects_in(text: str) -> list[dict[str, object]]:
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(object_pairs_hook=_unique_keys)
     found: list[dict[str, object]] = []
     index = text.find("{")
     while index >= 0:

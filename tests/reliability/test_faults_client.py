@@ -56,7 +56,7 @@ EXPECTED: dict[str, tuple[type[JevperError] | None, ...]] = {
     "infinity-logprob": (MalformedAnswerError,) * 3,
     "positive-logprob": (MalformedAnswerError,) * 3,
     "short-logprobs": (LabelReadoutError, LabelReadoutError, MalformedAnswerError),
-    "duplicate-alternatives": (MalformedAnswerError, MalformedAnswerError, ANSWER),
+    "duplicate-alternatives": (MalformedAnswerError,) * 3,
     "empty-choices": (MalformedAnswerError, LabelReadoutError, MalformedAnswerError),
     "null-choices": (MalformedAnswerError,) * 3,
     "embedded-error": (ProviderError,) * 3,
@@ -170,6 +170,13 @@ def test_a_50_mb_body_is_read_with_memory_bounded_by_a_small_multiple_of_it(faul
     assert_a_distribution(answer.probabilities)  # type: ignore[union-attr]
     # Measured: about 3x the body (the bytes, the decoded text, the parsed padding string).
     assert peak < 4 * HUGE_BYTES, f"peak {peak / 2**20:.0f} MB"
+
+
+def test_a_json_answer_naming_a_key_twice_is_malformed_and_the_error_names_the_key(
+    faults: FaultServer,
+) -> None:
+    with pytest.raises(MalformedAnswerError, match=r"expected each key once .*'billing' twice"):
+        _client(faults, "duplicate-alternatives", "messages").system_one(state="x", questions={"q": QUESTION})
 
 
 @pytest.mark.xfail(
