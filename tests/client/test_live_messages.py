@@ -1,0 +1,96 @@
+"""Live against the embedded llama.cpp (marker `live`): api="messages" through the real anthropic SDK.
+
+llama.cpp's /v1/messages ignores output_config, so what makes SmolLM2 answer in JSON there is the
+prefill: the answer's opening sent as a last assistant turn. Each configuration is asked twenty times
+and the outcomes are printed; the assertions hold where the answer is reliable.
+Run: .venv/bin/python -m pytest tests/client/test_live_messages.py -m live -s
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+import pytest
+from anthropic import Anthropic
+
+from jevper import Choice, ChoiceAnswer, JevperError, SystemOneClient
+from jevper.probe.spawn import SpawnedServer
+
+pytestmark = pytest.mark.live
+
+STATE = "I was charged twice for the same subscription this month."
+INTENT = Choice(
+    criteria={
+        "billing": "money, invoices, refunds, charges",
+        "technical": "errors, crashes, login or performance problems",
+        "sales": "pricing, plans, purchasing, upgrades",
+    }
+)
+# A bounded output: SmolLM2 keeps writing after the object, and 1024 tokens of that take a minute here.
+SAMPLED = {"max_tokens": 96}
+GREEDY = {"temperature": 0, "max_tokens": 96}
+RUNS = 20
+
+
+def messages_client(server: SpawnedServer, **settings: Any) -> SystemOneClient:
+    return SystemOneClient(
+        Anthropic(base_url=server.base_url.removesuffix("/v1"), api_key="local", max_retries=0),
+        model=server.model,
+        api="messages",
+        **settings,
+    )
+
+
+def assert_valid(answer: ChoiceAnswer) -> None:
+    assert tuple(answer.probabilities) == INTENT.options
+    assert math.isclose(sum(answer.probabilities.values()), 1.0, abs_tol=1e-9)
+    assert answer.surface == "messages"
+
+
+def test_discrete_answers_a_choice_on_the_messages_route_with_greedy_decoding(
+    llamacpp: SpawnedServer,
+) -> None:
+    response = messages_client(llamacpp, method="discrete", extra_body=GREEDY).system_one(
+        state=STATE, questions={"intent": INTENT}
+    )
+    answer = response.answers["intent"]
+    assert isinstance(answer, ChoiceAnswer)
+    assert_valid(answer)
+    assert answer.method == "discrete"
+    # llama.cpp hands the prefill back at the start of the text; jevper did not add it twice.
+    prefill = response.debug["questions"]["intent"]["prefill"]
+    assert (prefill["sent"], prefill["echoed"]) == ('{"choice": "', [True])
+
+
+@pytest.mark.parametrize("prefill", [True, False], ids=["prefill", "no-prefill"])
+@pytest.mark.parametrize("decoding", ["sampled", "greedy"])
+@pytest.mark.parametrize("method", ["discrete", "structured"])
+def test_twenty_runs_on_the_messages_route_answer_or_raise_a_typed_error(
+    llamacpp: SpawnedServer, method: str, decoding: str, prefill: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    counts: Counter[str] = Counter()
+    asked = messages_client(
+        llamacpp,
+        method=method,
+        extra_body=SAMPLED if decoding == "sampled" else GREEDY,
+        prefill=prefill,
+    )
+    for _ in range(RUNS):
+        try:
+            response = asked.system_one(state=STATE, questions={"intent": INTENT})
+        except JevperError as error:
+            assert "after one corrective retry" in str(error) or "budget" in str(error), error
+            counts[type(error).__name__] += 1
+            continue
+        answer = response.answers["intent"]
+        assert isinstance(answer, ChoiceAnswer)
+        assert_valid(answer)
+        retried = response.debug["questions"]["intent"]["requests"] > 1
+        counts["answered after the retry" if retried else "answered first time"] += 1
+    with capsys.disabled():
+        print(f"\nmessages {method} {decoding} {'with' if prefill else 'without'} prefill: {dict(counts)}")
+    assert sum(counts.values()) == RUNS
+    if (method, decoding, prefill) == ("discrete", "greedy", True):
+        assert counts["answered first time"] == RUNS
