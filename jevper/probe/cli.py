@@ -303,3 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CatalogueError as exc:
         print(f"catalogue error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        # The reader went away (`--list | head`): stop quietly, as other command-line tools do.
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the interpreter's final flush quiet
+        return EXIT_OK

@@ -206,3 +206,18 @@ def test_the_reference_names_only_probes_of_the_catalogue_for_each_transcribed_s
     ids = set(CANONICAL_IDS)
     for server in reference.values():
         assert set(server.probes) <= ids
+
+
+def test_listing_into_a_reader_that_stops_early_ends_quietly() -> None:
+    import subprocess
+    import sys
+
+    listing = subprocess.run(
+        f"{sys.executable} -m jevper.probe --list | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert listing.stdout.startswith("chat-logprobs\t")
+    assert "Traceback" not in listing.stderr
