@@ -1,12 +1,16 @@
-"""Live against the embedded llama.cpp (marker `live`): every method on every question type, from the
-blocking and the async client, and how `auto` fares with a weak instruction follower."""
+"""Live (marker `live`): every method on every question type, from the blocking and the async client,
+and how `auto` fares with a weak instruction follower.
+
+The server is the one `--live` names (the embedded llama.cpp by default, or vLLM); what only llama.cpp
+does — the GBNF `grammar` field, its Responses route refusing the logprob fields — is asked of the
+embedded llama.cpp whichever server `--live` names.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import math
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -44,9 +48,11 @@ GREEDY = {"temperature": 0, "max_tokens": 64}
 MODEL_CANNOT = {("structured", "urgent"), ("structured", "anger")}
 
 
-@pytest.fixture(scope="module")
-def server(llamacpp: SpawnedServer) -> Iterator[SpawnedServer]:
-    yield llamacpp
+def server_for(method: str, request: pytest.FixtureRequest) -> SpawnedServer:
+    """The `--live` server, or llama.cpp for `grammar`: the one server that takes the field."""
+    name = "llamacpp" if method == "grammar" else "live_server"
+    chosen: SpawnedServer = request.getfixturevalue(name)
+    return chosen
 
 
 def outcome(call: Any) -> Any:
@@ -70,8 +76,9 @@ def assert_valid(answer: Any, question: Choice | Noul | Score) -> None:
 @pytest.mark.parametrize("method", ["logprobs", "grammar", "structured", "discrete", "auto"])
 @pytest.mark.parametrize("qid", list(QUESTIONS))
 def test_every_method_on_every_question_type_answers_alike_from_both_clients(
-    server: SpawnedServer, method: str, qid: str
+    request: pytest.FixtureRequest, method: str, qid: str
 ) -> None:
+    server = server_for(method, request)
     question = {qid: QUESTIONS[qid]}
     blocking = SystemOneClient(
         OpenAI(base_url=server.base_url, api_key="local", max_retries=0),
@@ -106,7 +113,8 @@ def test_every_method_on_every_question_type_answers_alike_from_both_clients(
     assert a.probabilities == pytest.approx(b.probabilities, abs=0.02)
 
 
-def test_a_whole_rubric_runs_concurrently_and_comes_back_in_insertion_order(server: SpawnedServer) -> None:
+def test_a_whole_rubric_runs_concurrently_and_comes_back_in_insertion_order(llamacpp: SpawnedServer) -> None:
+    server = llamacpp  # asked with grammar
     concurrent = AsyncSystemOneClient(
         AsyncOpenAI(base_url=server.base_url, api_key="local", max_retries=0),
         model=server.model,
@@ -123,10 +131,12 @@ def test_a_whole_rubric_runs_concurrently_and_comes_back_in_insertion_order(serv
 
 
 def test_auto_gets_a_real_distribution_or_a_label_readout_error_over_twenty_sampled_runs(
-    server: SpawnedServer, capsys: pytest.CaptureFixture[str]
+    llamacpp: SpawnedServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Sampled (the server's default temperature), so prose first tokens happen; `auto`'s one retry
-    carries the label grammar, which llama.cpp enforces."""
+    carries the label grammar, which llama.cpp enforces, and its Responses route refuses the logprob
+    fields, which is what moves the readout."""
+    server = llamacpp
     counts: Counter[str] = Counter()
     for _ in range(20):
         asked = SystemOneClient(
