@@ -47,8 +47,19 @@ def no_text(result: WireResult) -> MalformedAnswerError:
     )
 
 
+def no_answer(result: WireResult) -> MalformedAnswerError:
+    seen = ", ".join(result.content_types) or "an empty output"
+    return MalformedAnswerError(
+        f"{result.surface}: expected an answer message, got none ({seen}, status {result.finish!r}); "
+        "the server returned no answer — ask again, or check the server's log"
+    )
+
+
 def read_labels(result: WireResult, ask: Ask) -> dict[str, float]:
     """The model's own probability of each option's label at the answer token (not rescaled)."""
+    if result.choices == 0:
+        # No answer at all says nothing about the surface's logprobs: it must not move the readout.
+        raise incomplete(result) if result.truncated_by else no_answer(result)
     tokens = result.logprobs
     if not tokens:
         raise Unreadable(

@@ -57,7 +57,7 @@ EXPECTED: dict[str, tuple[type[JevperError] | None, ...]] = {
     "positive-logprob": (MalformedAnswerError,) * 3,
     "short-logprobs": (LabelReadoutError, LabelReadoutError, MalformedAnswerError),
     "duplicate-alternatives": (MalformedAnswerError,) * 3,
-    "empty-choices": (MalformedAnswerError, LabelReadoutError, MalformedAnswerError),
+    "empty-choices": (MalformedAnswerError,) * 3,
     "null-choices": (MalformedAnswerError,) * 3,
     "embedded-error": (ProviderError,) * 3,
     "huge-body": (ANSWER,) * 3,
@@ -177,6 +177,22 @@ def test_a_json_answer_naming_a_key_twice_is_malformed_and_the_error_names_the_k
 ) -> None:
     with pytest.raises(MalformedAnswerError, match=r"expected each key once .*'billing' twice"):
         _client(faults, "duplicate-alternatives", "messages").system_one(state="x", questions={"q": QUESTION})
+
+
+def test_an_empty_responses_output_is_malformed_and_auto_keeps_the_model_on_responses(
+    faults: FaultServer,
+) -> None:
+    sdk = openai.OpenAI(base_url=faults.base_url("empty-choices", "ok"), api_key="local")
+    client = SystemOneClient(sdk, model="fault-model", api="auto", timeout=TIMEOUT)
+    seen = len(faults.log)
+    with pytest.raises(MalformedAnswerError, match="expected an answer message, got none"):
+        client.system_one(state="x", questions={"q": QUESTION})
+    # One empty answer is not evidence about the surface: the next question is asked there, by logprobs.
+    answer = client.system_one(state="x", questions={"q": QUESTION})
+    assert [e.surface for e in faults.log[seen:]] == ["responses", "responses"]
+    assert answer.debug["route"]["surface"] == "responses"
+    assert answer.debug["questions"]["q"]["method"] == "logprobs"
+    assert_a_distribution(answer.answers["q"].probabilities)  # type: ignore[union-attr]
 
 
 @pytest.mark.xfail(
