@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from jevper._errors import JevperError
+from jevper._errors import JevperError, MalformedAnswerError
 from jevper._wire import ErrorBody, WireResult, read, read_error
 from jevper.probe.catalogue import Probe
 from jevper.probe.prompts import LABELS
@@ -78,13 +78,22 @@ def _refused(exchange: Exchange, prefix: str = "refused") -> Verdict:
     return Verdict("refused", f"{prefix}: {exchange.status} {words(error.message)}", excerpt(exchange.text))
 
 
+#: Where a surface puts its answer; an empty list there is no answer, whatever the probe asked about.
+_ANSWER_LIST = {"responses": "output", "messages": "content"}
+
+
 def _wire(probe: Probe, exchange: Exchange) -> WireResult:
     body = exchange.json()
     if not isinstance(body, Mapping):
-        from jevper._errors import MalformedAnswerError
-
         raise MalformedAnswerError(expected_actual("a JSON object", excerpt(exchange.text, 60)))
-    return read(probe.surface, body, model=_model(exchange))
+    result = read(probe.surface, body, model=_model(exchange))
+    key = _ANSWER_LIST.get(probe.surface)
+    if key is not None and body.get(key) == []:
+        # Not "no logprobs here" nor "taken": an empty answer says nothing about the probed feature.
+        raise MalformedAnswerError(
+            expected_actual(f"an answer in {key}", f"{key}: [] (finished as {result.finish!r})")
+        )
+    return result
 
 
 def _asked(exchange: Exchange, field: str) -> Any:

@@ -48,7 +48,7 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "positive-logprob": ("fault", "fault", "supported"),
     "short-logprobs": ("supported", "supported", "supported"),
     "duplicate-alternatives": ("fault", "fault", "supported"),
-    "empty-choices": ("fault", "ignored", "supported"),
+    "empty-choices": ("fault", "fault", "fault"),
     "null-choices": ("fault", "fault", "fault"),
     "embedded-error": ("fault", "fault", "fault"),
 }
@@ -86,6 +86,17 @@ def test_the_harness_records_each_fault_as_an_outcome_and_the_run_goes_on(
         assert outcome == expected, f"{probe_id}: {verdict}"
         assert after == "supported", probe_id
         assert elapsed < 3 * TIMEOUT + 5, f"{probe_id} took {elapsed:.1f} s"
+
+
+@pytest.mark.parametrize(
+    ("probe_id", "arrived"), [("responses-logprobs", "output"), ("messages-plain", "content")]
+)
+def test_an_empty_answer_list_is_a_fault_naming_what_was_expected_and_what_arrived(
+    faults: FaultServer, tmp_path: Path, probe_id: str, arrived: str
+) -> None:
+    ((outcome, verdict),) = _run(faults, tmp_path, faults.base_url("empty-choices"), [probe_id])
+    assert outcome == "fault"
+    assert f"expected an answer in {arrived} / actual {arrived}: []" in verdict
 
 
 def test_a_faulted_run_is_written_aside_as_partial_and_the_fixture_folder_is_not_created(
