@@ -200,7 +200,7 @@ def assemble(plan: Plan, outcomes: Sequence[Outcome], memory: Memory) -> SystemO
 
 
 def _prefill_debug(outcome: Outcome) -> dict[str, Any] | None:
-    """What opening was sent on the Messages surface, and whether each reply repeated it."""
+    """What opening was sent on the Messages surface, and how each reply treated it."""
     if outcome.trail.prefill is None:
         return None
-    return {"sent": outcome.trail.prefill, "echoed": list(outcome.trail.prefill_echoed)}
+    return {"sent": outcome.trail.prefill, "replies": list(outcome.trail.prefill_replies)}

@@ -55,7 +55,7 @@ class Trail:
     why: list[str] = field(default_factory=list)
     results: list[WireResult] = field(default_factory=list)
     prefill: str | None = None  # the answer opening sent on the Messages surface
-    prefill_echoed: list[bool] = field(default_factory=list)  # per reply: did the server repeat it?
+    prefill_replies: list[str] = field(default_factory=list)  # per reply: echoed, continued or fresh
 
 
 @dataclass(frozen=True)
@@ -194,8 +194,8 @@ def _send(surface: Surface, request: WireRequest, trail: Trail) -> Generator[Cal
     result = yield Call(surface, request)
     trail.results.append(result)
     if request.prefill is not None and result.text is not None:
-        text, echoed = with_prefill(result.text, request.prefill)
-        trail.prefill_echoed.append(echoed)
+        text, how = with_prefill(result.text, request.prefill)
+        trail.prefill_replies.append(how)
         result = replace(result, text=text)
     return result
 

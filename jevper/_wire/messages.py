@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from jevper._errors import InvalidQuestionError
 from jevper._wire import _read as r
@@ -52,14 +52,22 @@ def build(request: WireRequest) -> dict[str, Any]:
     return body
 
 
-def with_prefill(text: str, prefill: str) -> tuple[str, bool]:
-    """The whole answer, and whether the server echoed the prefill.
+PrefillReply = Literal["echoed", "continued", "fresh"]
 
-    Anthropic's API returns only the continuation; llama.cpp returns the prefill and the continuation.
+
+def with_prefill(text: str, prefill: str) -> tuple[str, PrefillReply]:
+    """The whole answer, and how the server treated the prefill.
+
+    llama.cpp repeats the prefill before its continuation ("echoed"); Anthropic's API returns only the
+    continuation ("continued"), which gets the prefill put in front. vLLM closes the prefill turn and
+    answers in a new one, so a reply opening an object of its own is read as it stands ("fresh").
     """
-    if text.lstrip().startswith(prefill):
-        return text.lstrip(), True
-    return prefill + text, False
+    stripped = text.lstrip()
+    if stripped.startswith(prefill):
+        return stripped, "echoed"
+    if stripped.startswith("{"):
+        return stripped, "fresh"
+    return prefill + text, "continued"
 
 
 def fold_bounds(schema: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,9 +1,10 @@
-"""Live against the embedded llama.cpp (marker `live`): api="messages" through the real anthropic SDK.
+"""Live (marker `live`): api="messages" through the real anthropic SDK.
 
 llama.cpp's /v1/messages ignores output_config, so what makes SmolLM2 answer in JSON there is the
-prefill: the answer's opening sent as a last assistant turn. Each configuration is asked twenty times
-and the outcomes are printed; the assertions hold where the answer is reliable.
-Run: .venv/bin/python -m pytest tests/client/test_live_messages.py -m live -s
+prefill: the answer's opening sent as a last assistant turn. On the embedded llama.cpp each
+configuration is asked twenty times and the outcomes are printed; the assertions hold where the answer
+is reliable. The first two tests run on the server `--live` names (llama.cpp or vLLM).
+Run: .venv/bin/python -m pytest tests/client/test_live_messages.py -m live -s [--live vllm]
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ from typing import Any
 import pytest
 from anthropic import Anthropic
 
-from jevper import Choice, ChoiceAnswer, JevperError, SystemOneClient
+from jevper import (
+    Choice,
+    ChoiceAnswer,
+    IncompleteAnswerError,
+    JevperError,
+    MalformedAnswerError,
+    SystemOneClient,
+)
 from jevper.probe.spawn import SpawnedServer
 
 pytestmark = pytest.mark.live
@@ -50,18 +58,33 @@ def assert_valid(answer: ChoiceAnswer) -> None:
 
 
 def test_discrete_answers_a_choice_on_the_messages_route_with_greedy_decoding(
-    llamacpp: SpawnedServer,
+    live_server: SpawnedServer,
 ) -> None:
-    response = messages_client(llamacpp, method="discrete", extra_body=GREEDY).system_one(
+    response = messages_client(live_server, method="discrete", extra_body=GREEDY).system_one(
         state=STATE, questions={"intent": INTENT}
     )
     answer = response.answers["intent"]
     assert isinstance(answer, ChoiceAnswer)
     assert_valid(answer)
     assert answer.method == "discrete"
-    # llama.cpp hands the prefill back at the start of the text; jevper did not add it twice.
+    # llama.cpp repeats the prefill before its continuation; vLLM answers a whole object in a new turn,
+    # spelled the same way. Either way the reply starts with it and jevper did not add it twice.
     prefill = response.debug["questions"]["intent"]["prefill"]
-    assert (prefill["sent"], prefill["echoed"]) == ('{"choice": "', [True])
+    assert prefill == {"sent": '{"choice": "', "replies": ["echoed"]}
+
+
+def test_structured_answers_on_the_messages_route_only_where_the_server_enforces_output_config(
+    live_server: SpawnedServer,
+) -> None:
+    asked = messages_client(live_server, method="structured", extra_body=GREEDY)
+    if live_server.server == "vllm":  # enforces output_config on this route
+        answer = asked.system_one(state=STATE, questions={"intent": INTENT}).answers["intent"]
+        assert isinstance(answer, ChoiceAnswer)
+        assert_valid(answer)
+        return
+    # llama.cpp ignores it, and SmolLM2 copies the schema from the prompt until the budget is spent.
+    with pytest.raises((IncompleteAnswerError, MalformedAnswerError)):
+        asked.system_one(state=STATE, questions={"intent": INTENT})
 
 
 @pytest.mark.parametrize("prefill", [True, False], ids=["prefill", "no-prefill"])
