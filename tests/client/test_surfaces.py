@@ -3,14 +3,16 @@ server, replaying bodies recorded from the embedded llama.cpp or transcribed fro
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import pytest
-from anthropic import Anthropic
+from anthropic import Anthropic, AsyncAnthropic
 from openai import OpenAI
 
 from jevper import (
+    AsyncSystemOneClient,
     Choice,
     IncompleteAnswerError,
     InvalidQuestionError,
@@ -422,6 +424,20 @@ def test_the_prefill_can_be_turned_off_for_the_client_and_back_on_per_call(loopb
     assert first["messages"][-1]["role"] == "user" and off.debug["questions"]["q"]["prefill"] is None
     assert second["messages"][-1]["role"] == "assistant"
     assert on.debug["questions"]["q"]["prefill"] == {"sent": '{"billing":', "replies": ["echoed"]}
+
+
+def test_the_async_client_sends_the_prefill_and_takes_the_same_switch(loopback: Any) -> None:
+    loopback.reply("/messages", 200, messages_body(JSON_ANSWER))
+    loopback.reply("/messages", 200, messages_body(JSON_ANSWER))
+    sdk = AsyncAnthropic(base_url=loopback.url.removesuffix("/v1"), api_key="local", max_retries=0)
+    asked = AsyncSystemOneClient(sdk, model="smollm2", api="messages")
+    on = asyncio.run(asked.system_one(state=STATE, questions={"q": INTENT}))
+    off = asyncio.run(asked.system_one(state=STATE, questions={"q": INTENT}, prefill=False))
+    first, second = loopback.bodies("/messages")
+    assert first["messages"][-1] == {"role": "assistant", "content": '{"billing":'}
+    assert second["messages"][-1]["role"] == "user"
+    assert on.debug["questions"]["q"]["prefill"] == {"sent": '{"billing":', "replies": ["echoed"]}
+    assert off.debug["questions"]["q"]["prefill"] is None
 
 
 def test_a_state_ending_with_an_assistant_turn_gets_no_prefill(loopback: Any) -> None:
