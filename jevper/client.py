@@ -21,7 +21,8 @@ class SystemOneClient:
     ``client`` is an ``openai.OpenAI``, an ``anthropic.Anthropic``, or any object with
     ``chat.completions.create``, ``responses.create`` or ``messages.create``. ``method`` chooses how the
     distribution is read (see the methods page), ``api`` which surface carries it; ``extra_body`` is
-    merged into every request as given.
+    merged into every request as given. ``prefill`` (Messages surface only) opens the JSON answer in a
+    last assistant turn, so a server that ignores ``output_config`` still gets JSON; see the surfaces page.
     """
 
     def __init__(
