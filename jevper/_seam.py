@@ -8,6 +8,10 @@ anthropic SDKs) is asked with its own retries off, and jevper retries as many ti
 ``max_retries`` says (at most MAX_RETRIES), only for a transient failure, honouring ``Retry-After`` up
 to RETRY_AFTER_CAP_S. The SDKs would otherwise retry a timeout (tripling a hang) and, in one of them,
 wait out any ``Retry-After`` however long.
+
+The blocking client reads the body through the SDK's ``with_streaming_response``, so the timeout bounds
+the whole answer (a slow drip, too) and MAX_BODY_BYTES its size; a client without it gets ``timeout=``
+and is trusted with it. The async client bounds the whole answer with ``asyncio.wait_for``.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from jevper import _deadline
 from jevper._errors import MalformedAnswerError, ProviderError
 from jevper._wire import Surface, WireResult, build, provider_error, read, read_error
 from jevper._wire.request import WireRequest
@@ -51,19 +56,26 @@ _UNREACHABLE = frozenset(
 
 
 def prepare(
-    client: object, surface: Surface, request: WireRequest, timeout: float
-) -> tuple[Callable[..., Any], dict[str, Any]]:
-    """The bound create() of ``surface`` and its keyword arguments.
+    client: object, surface: Surface, request: WireRequest, timeout: float, *, streaming: bool = False
+) -> tuple[Callable[..., Any], dict[str, Any], bool]:
+    """The bound create() of ``surface``, its keyword arguments, and whether it streams the body.
 
-    Where the client offers ``with_raw_response`` (the openai and anthropic SDKs do), its create() is
-    used: the body is then read once, as JSON, instead of being built into SDK objects and dumped back.
+    Where the client offers ``with_streaming_response`` (asked for by ``streaming``) or
+    ``with_raw_response`` (the openai and anthropic SDKs offer both), that create() is used: the body is
+    then read once, as JSON, instead of being built into SDK objects and dumped back.
     """
     resource: Any = client
     for name in _PATHS[surface][:-1]:
         resource = getattr(resource, name, None)
-    raw = getattr(resource, "with_raw_response", None) if resource is not None else None
-    create = getattr(raw, "create", None) if raw is not None else None
+    create: Any = None
+    for wrapper in ("with_streaming_response", "with_raw_response") if streaming else ("with_raw_response",):
+        wrapped = getattr(resource, wrapper, None) if resource is not None else None
+        create = getattr(wrapped, "create", None) if wrapped is not None else None
+        if callable(create):
+            streamed = wrapper == "with_streaming_response"
+            break
     if not callable(create):
+        streamed = False
         create = getattr(resource, "create", None) if resource is not None else None
     if not callable(create):
         raise ProviderError(
@@ -81,7 +93,7 @@ def prepare(
     if extra:
         kwargs["extra_body"] = extra
     kwargs["timeout"] = timeout
-    return create, kwargs
+    return create, kwargs, streamed
 
 
 #: The most retries jevper makes for one request, whatever the caller's client allows.
@@ -90,15 +102,20 @@ MAX_RETRIES = 5
 RETRY_AFTER_CAP_S = 30.0
 #: Statuses that mean "not now". A 500 is not among them: llama.cpp refuses some requests with one.
 _RETRY_STATUSES = frozenset({408, 409, 429, 502, 503, 504})
+#: The largest response body jevper reads: far above an answer with logprobs over a long reasoning
+#: trace, and a bound on the memory a runaway or hostile server can take (about twice this at most).
+MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
 def send(client: object, surface: Surface, request: WireRequest, timeout: float) -> WireResult:
     target, retries = _without_sdk_retries(client)
-    create, kwargs = prepare(target, surface, request, timeout)
+    create, kwargs, streamed = prepare(target, surface, request, timeout, streaming=True)
     attempt = 0
     while True:
         try:
-            response = create(**kwargs)
+            response = _streamed(create, kwargs, surface, timeout) if streamed else create(**kwargs)
+        except MalformedAnswerError:
+            raise
         except Exception as exc:
             error, wait = _retry(exc, surface, request.model, attempt, retries)
             if wait is None:
@@ -109,9 +126,47 @@ def send(client: object, surface: Surface, request: WireRequest, timeout: float)
         return _read(surface, response, request.model)
 
 
+def _streamed(create: Callable[..., Any], kwargs: dict[str, Any], surface: Surface, timeout: float) -> bytes:
+    """The whole body within ``timeout`` of asking and within MAX_BODY_BYTES, or a typed error."""
+    alarm = _deadline.start(timeout)
+    body = bytearray()
+    complete = False
+    with create(**kwargs) as response:
+        # The SDK's timeout bounds the wait for the headers and each read; the alarm bounds the whole.
+        http = getattr(response, "http_response", None)
+        _deadline.watch(alarm, getattr(http, "extensions", {}).get("network_stream"))
+        try:
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > MAX_BODY_BYTES:
+                    raise MalformedAnswerError(
+                        f"{surface}: expected a response body of at most {MAX_BODY_BYTES // 2**20} MiB, "
+                        "got more; ask for fewer top_logprobs or a smaller output budget, or check the server"
+                    )
+                if alarm.passed():
+                    break
+            else:
+                complete = True
+        except Exception:
+            # A read the deadline cut short is a timeout, reported below; anything else is what it is.
+            if not alarm.fired:
+                raise
+        finally:
+            _deadline.stop(alarm)
+    if not complete:
+        raise ProviderError(
+            f"{surface}: expected the whole answer within the {timeout:g} s timeout, got only {len(body)} "
+            "bytes of it by then (the server stalled or sent too slowly); raise timeout= or check the server",
+            status=None,
+            server_message=f"{len(body)} bytes in {timeout:g} s",
+            kind="timeout",
+        )
+    return bytes(body)
+
+
 async def send_async(client: object, surface: Surface, request: WireRequest, timeout: float) -> WireResult:
     target, retries = _without_sdk_retries(client)
-    create, kwargs = prepare(target, surface, request, timeout)
+    create, kwargs, _ = prepare(target, surface, request, timeout)
     attempt = 0
     while True:
         try:

@@ -27,6 +27,7 @@ from jevper import (
     ProviderError,
     SystemOneClient,
 )
+from jevper._seam import MAX_BODY_BYTES
 from jevper.testing.faults import FAULTS, HUGE_BYTES, RETRY_AFTER_S, FaultServer
 
 TIMEOUT = 1.0
@@ -60,7 +61,7 @@ EXPECTED: dict[str, tuple[type[JevperError] | None, ...]] = {
     "empty-choices": (MalformedAnswerError,) * 3,
     "null-choices": (MalformedAnswerError,) * 3,
     "embedded-error": (ProviderError,) * 3,
-    "huge-body": (ANSWER,) * 3,
+    "huge-body": (MalformedAnswerError,) * 3,
 }
 #: How many requests the server should see: retried statuses and connections are asked 1 + RETRIES times.
 RETRIED = {"connection-reset", "502-retry-after", "503-retry-after", "429-retry-after"}
@@ -159,17 +160,18 @@ def test_a_busy_server_that_recovers_is_answered_after_the_retry_after_wait(faul
     assert_a_distribution(answer.probabilities)  # type: ignore[union-attr]
 
 
-def test_a_50_mb_body_is_read_with_memory_bounded_by_a_small_multiple_of_it(faults: FaultServer) -> None:
+def test_a_50_mb_body_is_refused_at_the_size_cap_with_memory_bounded_by_the_cap(faults: FaultServer) -> None:
     client = _client(faults, "huge-body", "chat_completions")
     tracemalloc.start()
     try:
-        answer = client.system_one(state="x", questions={"q": QUESTION}).answers["q"]
+        with pytest.raises(MalformedAnswerError, match=f"at most {MAX_BODY_BYTES // 2**20} MiB"):
+            client.system_one(state="x", questions={"q": QUESTION})
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert_a_distribution(answer.probabilities)  # type: ignore[union-attr]
-    # Measured: about 3x the body (the bytes, the decoded text, the parsed padding string).
-    assert peak < 4 * HUGE_BYTES, f"peak {peak / 2**20:.0f} MB"
+    # Measured: 35 MiB for the 32 MiB cap; reading the whole 50 MB body had cost 150 MiB (3x the body).
+    assert MAX_BODY_BYTES < HUGE_BYTES
+    assert peak < 1.5 * MAX_BODY_BYTES, f"peak {peak / 2**20:.0f} MiB"
 
 
 def test_a_json_answer_naming_a_key_twice_is_malformed_and_the_error_names_the_key(
@@ -195,16 +197,26 @@ def test_an_empty_responses_output_is_malformed_and_auto_keeps_the_model_on_resp
     assert_a_distribution(answer.answers["q"].probabilities)  # type: ignore[union-attr]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the blocking client's timeout bounds each read, not the whole answer: a body dripped over 6 s "
-    "under a 1 s timeout is read to the end and answered (the async client cuts it off, below)",
-)
-def test_a_slow_drip_is_cut_off_at_the_timeout(faults: FaultServer) -> None:
+@pytest.mark.parametrize("surface", SURFACES)
+def test_a_slow_drip_is_cut_off_at_the_timeout_and_the_next_question_is_answered(
+    faults: FaultServer, surface: str
+) -> None:
+    # The drip's body takes 6 s; the SDK's timeout bounds each read, jevper's deadline the whole answer.
+    base = faults.base_url("slow-drip", "ok")
+    if surface == "messages":
+        sdk: Any = anthropic.Anthropic(base_url=base.removesuffix("/v1"), api_key="local")
+    else:
+        sdk = openai.OpenAI(base_url=base, api_key="local")
+    method = "auto" if surface == "messages" else "logprobs"
+    client = SystemOneClient(sdk, model="fault-model", api=surface, method=method, timeout=TIMEOUT)
     started = time.monotonic()
-    with pytest.raises(ProviderError):
-        _client(faults, "slow-drip", "chat_completions").system_one(state="x", questions={"q": QUESTION})
-    assert time.monotonic() - started < BOUND_S
+    with pytest.raises(ProviderError, match=f"whole answer within the {TIMEOUT:g} s timeout") as raised:
+        client.system_one(state="x", questions={"q": QUESTION})
+    assert time.monotonic() - started < TIMEOUT + 0.5
+    assert raised.value.kind == "timeout"
+    # The cut connection is not reused: the same client answers the next question at once.
+    answer = client.system_one(state="x", questions={"q": QUESTION})
+    assert_a_distribution(answer.answers["q"].probabilities)  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("fault", ["hang-no-bytes", "503-retry-after", "nan-logprob", "truncated-json"])

@@ -1,0 +1,100 @@
+"""A total deadline for one HTTP exchange, where httpx's timeout bounds each read but not the whole body.
+
+One daemon thread holds the armed deadlines; at a deadline it shuts the exchange's socket down, so a read
+blocked on a server that drips or stalls returns at once and the connection is never reused. The thread
+leaves when nothing has been armed for a while.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+#: How long the watchdog thread waits with nothing armed before it ends.
+_IDLE_S = 30.0
+
+
+@dataclass(eq=False)
+class Alarm:
+    """One armed deadline; ``fired`` says the socket was shut down because the deadline passed."""
+
+    deadline: float
+    sock: socket.socket | None = None
+    fired: bool = False
+    disarmed: bool = False
+
+    def passed(self) -> bool:
+        return self.fired or time.monotonic() >= self.deadline
+
+
+class _Watchdog:
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, Alarm]] = []
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, alarm: Alarm, sock: socket.socket) -> None:
+        with self._cond:
+            if alarm.disarmed or alarm.fired:
+                return
+            alarm.sock = sock
+            heapq.heappush(self._heap, (alarm.deadline, next(self._order), alarm))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._watch, name="jevper-deadline", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def disarm(self, alarm: Alarm) -> None:
+        # Under the lock: either the socket is shut down first and ``fired`` says so, or never.
+        with self._cond:
+            alarm.disarmed = True
+
+    def _watch(self) -> None:
+        with self._cond:
+            while True:
+                while self._heap and self._heap[0][2].disarmed:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    if not self._cond.wait(_IDLE_S) and not self._heap:
+                        self._thread = None
+                        return
+                    continue
+                wait = self._heap[0][0] - time.monotonic()
+                if wait > 0:
+                    self._cond.wait(wait)
+                    continue
+                _, _, alarm = heapq.heappop(self._heap)
+                alarm.fired = True
+                if alarm.sock is not None:
+                    with contextlib.suppress(OSError):
+                        alarm.sock.shutdown(socket.SHUT_RDWR)
+
+
+_WATCHDOG = _Watchdog()
+
+
+def start(seconds: float) -> Alarm:
+    """A deadline ``seconds`` from now, not yet watching a socket."""
+    return Alarm(time.monotonic() + seconds)
+
+
+def watch(alarm: Alarm, network_stream: object) -> bool:
+    """Shut the socket of an httpcore network stream down at the alarm's deadline; False without one."""
+    get_extra_info = getattr(network_stream, "get_extra_info", None)
+    sock = get_extra_info("socket") if callable(get_extra_info) else None
+    if not isinstance(sock, socket.socket):
+        return False
+    _WATCHDOG.arm(alarm, sock)
+    return True
+
+
+def stop(alarm: Alarm) -> bool:
+    """Stop watching; True when the deadline had already shut the socket down."""
+    _WATCHDOG.disarm(alarm)
+    return alarm.fired
