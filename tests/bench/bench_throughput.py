@@ -9,6 +9,7 @@ and the faster of the two is kept, so one burst of load from a neighbour does no
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -80,6 +81,28 @@ async def _raw(base_url: str, bodies: list[bytes], concurrency: int) -> _Pass:
     return _Pass(wall, sum(p for p, _ in usage), sum(c for _, c in usage))
 
 
+async def _sdk(sdk: openai.AsyncOpenAI, bodies: list[bytes], concurrency: int) -> _Pass:
+    """The same bodies through the bare openai SDK: what any client built on it pays per request."""
+    gate = asyncio.Semaphore(concurrency)
+    sent = [json.loads(b) for b in bodies]
+    usage: list[tuple[int, int]] = []
+
+    async def create(body: dict[str, Any]) -> None:
+        rest = dict(body)
+        model, messages = rest.pop("model"), rest.pop("messages")
+        async with gate:
+            reply = await sdk.chat.completions.create(model=model, messages=messages, extra_body=rest)
+        data = reply.model_dump()
+        usage.append(
+            (data["usage"]["prompt_tokens"], data["usage"]["prompt_tokens_details"]["cached_tokens"])
+        )
+
+    started = time.perf_counter()
+    await asyncio.gather(*(create(b) for b in sent))
+    wall = time.perf_counter() - started
+    return _Pass(wall, sum(p for p, _ in usage), sum(c for _, c in usage))
+
+
 async def _jevper(client: AsyncSystemOneClient, asked: dict[str, Choice]) -> _Pass:
     started = time.perf_counter()
     response = await client.system_one(state=STATE, questions=asked)
@@ -100,6 +123,7 @@ async def _sequential(client: AsyncSystemOneClient, asked: dict[str, Choice]) ->
 
 
 RAW = f"raw httpx, {CONCURRENCY} in flight"
+SDK = f"bare openai SDK, {CONCURRENCY} in flight"
 JEVPER = f"jevper, one system_one call ({CONCURRENCY} in flight)"
 SEQUENTIAL = "jevper, one question at a time"
 
@@ -119,6 +143,7 @@ async def _measure(base_url: str, model: str) -> tuple[dict[str, _Pass], int]:
     await recording.close()
     runs: dict[str, Callable[[], Awaitable[_Pass]]] = {
         RAW: lambda: _raw(base_url, bodies, CONCURRENCY),
+        SDK: lambda: _sdk(sdk, bodies, CONCURRENCY),
         JEVPER: lambda: _jevper(client, asked),
         SEQUENTIAL: lambda: _sequential(client, asked),
     }
@@ -127,7 +152,7 @@ async def _measure(base_url: str, model: str) -> tuple[dict[str, _Pass], int]:
     passes: dict[str, _Pass] = {}
     started = time.perf_counter()
     for i in range(ROUNDS):
-        order = (RAW, JEVPER, SEQUENTIAL) if i % 2 == 0 else (SEQUENTIAL, JEVPER, RAW)
+        order = (RAW, SDK, JEVPER, SEQUENTIAL) if i % 2 == 0 else (SEQUENTIAL, JEVPER, SDK, RAW)
         for name in order:
             done = await runs[name]()
             if name not in passes or done.wall_s < passes[name].wall_s:
@@ -144,6 +169,7 @@ def run() -> Section:
         passes, requests = asyncio.run(_measure(server.base_url, server.model))
     jevper, sequential, ceiling = passes[JEVPER].wall_s, passes[SEQUENTIAL].wall_s, passes[RAW].wall_s
     ratio = ceiling / jevper
+    sdk_ratio = passes[SDK].wall_s / jevper
     load = load_average()
     table = [["Pass", "Wall time", "Requests per second", "Prompt tokens", "of which cached"]]
     table += [
@@ -165,6 +191,16 @@ def run() -> Section:
                 f"jevper {requests / jevper:.1f} requests/s against the raw ceiling's "
                 f"{requests / ceiling:.1f} (raw httpx, {CONCURRENCY} in flight); load "
                 f"average {' / '.join(map(str, load_before))} before the passes",
+            ),
+            Figure(
+                "async throughput ÷ the bare openai SDK's, same concurrency",
+                sdk_ratio,
+                "x",
+                "",
+                None,
+                load,
+                f"the bare SDK {requests / passes[SDK].wall_s:.1f} requests/s; on two shared cores the "
+                "client's own CPU per request (the SDK's, then jevper's) is taken from the server's",
             ),
             Figure(
                 "async speed-up over one question at a time",
