@@ -1,7 +1,9 @@
 """Send probes one by one through a vcrpy cassette each; a probe that fails does not stop the run.
 
 A timeout or a broken connection is recorded as that probe's outcome and the run goes on; a server
-that stops accepting connections ends the run, and every probe left is reported as not run.
+that stops accepting connections ends the run, and every probe left is reported as not run. The timeout
+bounds each request's whole answer, not only each read: a watchdog shuts the connection down at the
+deadline, so a server that drips its body cannot hold a probe (vcrpy reads the body inside the transport).
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import vcr
 from vcr.errors import CannotOverwriteExistingCassetteException
 
+from jevper import _deadline
 from jevper.probe.catalogue import Catalogue, Probe
 from jevper.probe.classifiers import Verdict, classify
 from jevper.probe.compose import requests_for
@@ -52,7 +56,11 @@ def run_probes(
     """Every probe in order; each leaves a cassette in `folder` unless it got no complete answer."""
     runs: list[ProbeRun] = []
     unreachable = False
-    with httpx.Client(base_url=preset.base_url + "/", headers=dict(headers or {}), timeout=timeout) as client:
+    # No kept-alive connections: each request's own connection is the one its deadline can shut down.
+    limits = httpx.Limits(max_keepalive_connections=0)
+    with httpx.Client(
+        base_url=preset.base_url + "/", headers=dict(headers or {}), timeout=timeout, limits=limits
+    ) as client:
         for index, probe in enumerate(probes, 1):
             if unreachable:
                 run = ProbeRun(
@@ -81,12 +89,14 @@ def _run_one(
     started = time.monotonic()
     with cassette(recorder, path):
         for request in requests_for(probe, catalogue, preset):
+            alarm = _deadline.start(client.timeout.read or 60.0)
             try:
                 response = client.request(
                     request.method,
                     request.path.lstrip("/"),
                     content=request.content,
                     headers={"content-type": "application/json"},
+                    extensions={"trace": _watching(alarm)},
                 )
                 status = response.status_code
             except httpx.TimeoutException:
@@ -95,11 +105,19 @@ def _run_one(
                 failure = Verdict("not-run", f"not run: could not connect ({exc})", "")
             except httpx.TransportError as exc:
                 failure = Verdict("fault", f"the connection broke: {type(exc).__name__}: {exc}", "")
-                if not _accepts_connections(str(client.base_url)):
+                if alarm.fired:
+                    failure = Verdict(
+                        "timeout",
+                        f"no whole answer within {client.timeout.read} s: cut off at the deadline",
+                        "",
+                    )
+                elif not _accepts_connections(str(client.base_url)):
                     # A dead server breaks the pooled connection first; that is not an answer either.
                     failure = Verdict("not-run", "not run: the server stopped accepting connections", "")
             except CannotOverwriteExistingCassetteException:
                 failure = Verdict("fault", "the request is not in the cassette; record it again", "")
+            finally:
+                _deadline.stop(alarm)
             if failure is not None:
                 status = None
                 break
@@ -110,6 +128,16 @@ def _run_one(
             path.unlink(missing_ok=True)
         return ProbeRun(probe, None, failure, elapsed)
     return ProbeRun(probe, status, classify(probe, load_exchanges(path)), elapsed)
+
+
+def _watching(alarm: _deadline.Alarm) -> Callable[[str, Mapping[str, Any]], None]:
+    """An httpcore trace hook that hands each new connection to the request's deadline."""
+
+    def trace(event: str, info: Mapping[str, Any]) -> None:
+        if event == "connection.connect_tcp.complete":
+            _deadline.watch(alarm, info.get("return_value"))
+
+    return trace
 
 
 def _accepts_connections(base_url: str) -> bool:
