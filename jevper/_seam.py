@@ -9,9 +9,9 @@ anthropic SDKs) is asked with its own retries off, and jevper retries as many ti
 to RETRY_AFTER_CAP_S. The SDKs would otherwise retry a timeout (tripling a hang) and, in one of them,
 wait out any ``Retry-After`` however long.
 
-The blocking client reads the body through the SDK's ``with_streaming_response``, so the timeout bounds
-the whole answer (a slow drip, too) and MAX_BODY_BYTES its size; a client without it gets ``timeout=``
-and is trusted with it. The async client bounds the whole answer with ``asyncio.wait_for``.
+Both clients read the body through the SDK's ``with_streaming_response``, so the timeout bounds the
+whole answer (a slow drip, too: a watchdog for the blocking client, ``asyncio.wait_for`` for the async
+one) and MAX_BODY_BYTES its size; a client without it gets ``timeout=`` and is trusted with it.
 """
 
 from __future__ import annotations
@@ -139,10 +139,7 @@ def _streamed(create: Callable[..., Any], kwargs: dict[str, Any], surface: Surfa
             for chunk in response.iter_bytes():
                 body += chunk
                 if len(body) > MAX_BODY_BYTES:
-                    raise MalformedAnswerError(
-                        f"{surface}: expected a response body of at most {MAX_BODY_BYTES // 2**20} MiB, "
-                        "got more; ask for fewer top_logprobs or a smaller output budget, or check the server"
-                    )
+                    raise _too_big(surface)
                 if alarm.passed():
                     break
             else:
@@ -164,16 +161,38 @@ def _streamed(create: Callable[..., Any], kwargs: dict[str, Any], surface: Surfa
     return bytes(body)
 
 
+async def _streamed_async(create: Callable[..., Any], kwargs: dict[str, Any], surface: Surface) -> bytes:
+    body = bytearray()
+    async with create(**kwargs) as response:
+        async for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) > MAX_BODY_BYTES:
+                raise _too_big(surface)
+    return bytes(body)
+
+
+def _too_big(surface: Surface) -> MalformedAnswerError:
+    return MalformedAnswerError(
+        f"{surface}: expected a response body of at most {MAX_BODY_BYTES // 2**20} MiB, got more; "
+        "ask for fewer top_logprobs or a smaller output budget, or check the server"
+    )
+
+
 async def send_async(client: object, surface: Surface, request: WireRequest, timeout: float) -> WireResult:
     target, retries = _without_sdk_retries(client)
-    create, kwargs, _ = prepare(target, surface, request, timeout)
+    create, kwargs, streamed = prepare(target, surface, request, timeout, streaming=True)
     attempt = 0
     while True:
         try:
-            response = create(**kwargs)
-            if inspect.isawaitable(response):
-                # The SDK's timeout bounds each read; this bounds the whole answer (a slow drip, too).
-                response = await asyncio.wait_for(response, timeout)
+            # The SDK's timeout bounds each read; wait_for bounds the whole answer (a slow drip, too).
+            if streamed:
+                response: object = await asyncio.wait_for(_streamed_async(create, kwargs, surface), timeout)
+            else:
+                response = create(**kwargs)
+                if inspect.isawaitable(response):
+                    response = await asyncio.wait_for(response, timeout)
+        except MalformedAnswerError:
+            raise
         except Exception as exc:
             error, wait = _retry(exc, surface, request.model, attempt, retries)
             if wait is None:
