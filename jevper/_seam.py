@@ -133,8 +133,9 @@ def _streamed(create: Callable[..., Any], kwargs: dict[str, Any], surface: Surfa
     complete = False
     with create(**kwargs) as response:
         # The SDK's timeout bounds the wait for the headers and each read; the alarm bounds the whole.
-        http = getattr(response, "http_response", None)
-        _deadline.watch(alarm, getattr(http, "extensions", {}).get("network_stream"))
+        extensions = getattr(getattr(response, "http_response", None), "extensions", {})
+        if extensions.get("http_version") != b"HTTP/2":  # a shared HTTP/2 connection is not ours to cut
+            _deadline.watch(alarm, extensions.get("network_stream"))
         try:
             for chunk in response.iter_bytes():
                 body += chunk

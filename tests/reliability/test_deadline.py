@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Iterator
+from types import SimpleNamespace
 
-from jevper import _deadline
+import pytest
+
+from jevper import Noul, ProviderError, SystemOneClient, _deadline
 
 
 class _Stream:
@@ -40,3 +44,42 @@ def test_a_stopped_alarm_leaves_its_socket_open() -> None:
 
 def test_a_stream_without_a_socket_is_not_watched() -> None:
     assert not _deadline.watch(_deadline.start(0.1), object())
+
+
+def _client_over(sock: socket.socket, http_version: bytes) -> SystemOneClient:
+    """A duck-typed client whose streamed answer arrives after the deadline on a socket it names."""
+
+    class Streamed:
+        http_response = SimpleNamespace(
+            extensions={"http_version": http_version, "network_stream": _Stream(sock)}
+        )
+
+        def __enter__(self) -> Streamed:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def iter_bytes(self) -> Iterator[bytes]:
+            time.sleep(0.3)
+            yield b"{}"
+
+    create = SimpleNamespace(create=lambda **kwargs: Streamed())
+    sdk = SimpleNamespace(chat=SimpleNamespace(completions=SimpleNamespace(with_streaming_response=create)))
+    return SystemOneClient(sdk, model="m", api="chat_completions", method="logprobs", timeout=0.1)
+
+
+@pytest.mark.parametrize(("http_version", "shut"), [(b"HTTP/1.1", True), (b"HTTP/2", False)])
+def test_the_deadline_cuts_its_own_connection_but_never_a_shared_http2_one(
+    http_version: bytes, shut: bool
+) -> None:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        with pytest.raises(ProviderError, match=r"whole answer within the 0\.1 s timeout"):
+            _client_over(ours, http_version).system_one(state="x", questions={"q": Noul("Is it urgent?")})
+        ours.setblocking(False)
+        if shut:
+            assert ours.recv(1) == b""  # shut down: reads end at once
+        else:
+            with pytest.raises(BlockingIOError):  # still open, waiting for the peer
+                ours.recv(1)
