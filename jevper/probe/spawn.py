@@ -19,7 +19,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -211,7 +211,14 @@ def spawn_llamacpp(
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=binary.env)
     try:
-        build = _wait_healthy(process, port, startup_timeout, log_path)
+        build = wait_healthy(
+            process,
+            port,
+            name="llama-server",
+            identify=_llamacpp_build,
+            timeout=startup_timeout,
+            log_path=log_path,
+        )
         yield SpawnedServer(
             base_url=f"http://127.0.0.1:{port}/v1",
             model=MODEL_ALIAS,
@@ -226,22 +233,40 @@ def spawn_llamacpp(
         stop(process)
 
 
-def _wait_healthy(process: subprocess.Popen[bytes], port: int, timeout: float, log_path: Path) -> str:
+def wait_healthy(
+    process: subprocess.Popen[bytes],
+    port: int,
+    *,
+    name: str,
+    identify: Callable[[str], str],
+    timeout: float,
+    log_path: Path,
+    stop_process: Callable[[subprocess.Popen[bytes]], None] | None = None,
+    poll_s: float = 0.1,
+) -> str:
+    """Poll `/health` until it answers 200, then return what `identify(root_url)` reads (the version).
+
+    A process that exits first, or a deadline that passes, is a SpawnError quoting the log's tail.
+    """
     deadline = time.monotonic() + timeout
     url = f"http://127.0.0.1:{port}"
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            tail = log_path.read_text(errors="replace")[-2000:]
-            raise SpawnError(f"llama-server exited with status {process.returncode} before serving:\n{tail}")
+            tail = log_path.read_text(errors="replace")[-3000:]
+            raise SpawnError(f"{name} exited with status {process.returncode} before serving:\n{tail}")
         try:
-            if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
-                props = httpx.get(f"{url}/props", timeout=2.0)
-                return str(props.json().get("build_info", "")) if props.status_code == 200 else ""
+            if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
+                return identify(url)
         except httpx.HTTPError:
             pass
-        time.sleep(0.1)
-    stop(process)
-    raise SpawnError(f"llama-server did not answer /health within {timeout:.0f} s (log: {log_path})")
+        time.sleep(poll_s)
+    (stop_process or stop)(process)
+    raise SpawnError(f"{name} did not answer /health within {timeout:.0f} s (log: {log_path})")
+
+
+def _llamacpp_build(url: str) -> str:
+    props = httpx.get(f"{url}/props", timeout=2.0)
+    return str(props.json().get("build_info", "")) if props.status_code == 200 else ""
 
 
 def stop(process: subprocess.Popen[bytes], grace: float = 5.0) -> None:

