@@ -50,15 +50,19 @@ def _fast_top(alternatives: list[Any]) -> tuple[tuple[str, float], ...] | None:
     return tuple(top) if len(keys) == len(top) else None
 
 
-def _entry(surface: str, path: str, i: int, value: object) -> TokenLogprob:
+def _pair(surface: str, value: object, where: str, index: int) -> tuple[Any, str, float]:
+    """One entry or alternative as (mapping, token, logprob); `where[index]` is its JSON path, built
+    only when the entry is irregular and the error needs it."""
     if type(value) is dict and _fine(value.get("token"), value.get("logprob")):
-        token, lp = value["token"], value["logprob"]
-        entry: Any = value
-    else:
-        here = f"{path}[{i}]"
-        entry = r.mapping(surface, here, value)
-        token = r.string(surface, f"{here}.token", entry.get("token"))
-        lp = r.logprob(surface, f"{here}.logprob", entry.get("logprob"))
+        return value, value["token"], value["logprob"]
+    here = f"{where}[{index}]"
+    entry = r.mapping(surface, here, value)
+    token = r.string(surface, f"{here}.token", entry.get("token"))
+    return entry, token, r.logprob(surface, f"{here}.logprob", entry.get("logprob"))
+
+
+def _entry(surface: str, path: str, i: int, value: object) -> TokenLogprob:
+    entry, token, lp = _pair(surface, value, path, i)
     alternatives = entry.get("top_logprobs")
     if alternatives is None:
         return TokenLogprob(token, lp, ())
@@ -70,14 +74,9 @@ def _entry(surface: str, path: str, i: int, value: object) -> TokenLogprob:
             return TokenLogprob(token, lp, fast)
     top: list[tuple[str, float]] = []
     seen: dict[tuple[str, object], int] = {}
+    where = f"{path}[{i}].top_logprobs"
     for j, alt in enumerate(alternatives):
-        if type(alt) is dict and _fine(alt.get("token"), alt.get("logprob")):
-            alt_token, alt_lp = alt["token"], alt["logprob"]
-        else:
-            here = f"{path}[{i}].top_logprobs[{j}]"
-            alt = r.mapping(surface, here, alt)
-            alt_token = r.string(surface, f"{here}.token", alt.get("token"))
-            alt_lp = r.logprob(surface, f"{here}.logprob", alt.get("logprob"))
+        alt, alt_token, alt_lp = _pair(surface, alt, where, j)
         # Distinct tokens may render to the same text (byte pieces, special tokens with no text); only
         # the same token twice is wrong, so the token id, or else its bytes, tells them apart.
         identity = alt.get("id")
