@@ -206,20 +206,27 @@ def render_index(
     return _environment().get_template("index.html.j2").render(page=page)
 
 
-def render_layout(layout: Layout) -> str:
+def render_layout(
+    layout: Layout,
+    recordings: Sequence[Recording] | None = None,
+    catalogue: Catalogue | None = None,
+) -> str:
     """The page for the layout's recordings plus the transcribed reference columns.
 
-    The columns are the Markdown matrices' own (`reports.columns`), so both reports always agree.
+    The columns are the Markdown matrices' own (`reports.columns`), so both reports always agree; a
+    caller that has loaded them already passes them in rather than have them read again.
     """
-    from jevper.probe.reports import columns  # reports loads the catalogue and the reference
+    if recordings is None:
+        from jevper.probe.reports import columns  # reports loads the catalogue and the reference
 
-    recordings = columns(layout)
+        recordings = columns(layout)
     cassettes = {r.key: layout.fixture_dir(r.key) for r in recordings if r.provenance == "recorded"}
     command = COMMAND
     if layout.results_root is not None:  # an --out folder, not the repository
         command = f"{COMMAND} --out {_source(layout.reports_dir.parent)}"
     source = _source(layout.fixtures_root)
-    return render_index(recordings, load_catalogue(), cassettes=cassettes, source=source, command=command)
+    catalogue = catalogue or load_catalogue()
+    return render_index(recordings, catalogue, cassettes=cassettes, source=source, command=command)
 
 
 def write_index(layout: Layout) -> Path:

@@ -137,7 +137,7 @@ def generate(layout: Layout) -> dict[Path, str]:
     if layout.docs_page is not None and layout.docs_page.exists():
         page = layout.docs_page.read_text(encoding="utf-8")
         files[layout.docs_page] = replace_generated(page, render_docs_tables(recordings, catalogue))
-    files[layout.reports_dir / "index.html"] = html.render_layout(layout)
+    files[layout.reports_dir / "index.html"] = html.render_layout(layout, recordings, catalogue)
     files.update(diff.regenerate(layout))
     return files
 
