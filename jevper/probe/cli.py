@@ -162,7 +162,7 @@ def _record(
     command: str,
 ) -> int:
     from jevper.probe.reports import print_matrix, render_all
-    from jevper.probe.session import Target, record
+    from jevper.probe.session import MergeError, Target, check_merge, record
 
     headers = {"authorization": f"Bearer {api_key}", "x-api-key": api_key} if api_key else {}
     try:
@@ -184,6 +184,11 @@ def _record(
         extra={k: v for k, v in server.extra.items() if k != "pid"} if server else {},
     )
     catalogue = load_catalogue()
+    try:
+        check_merge(target, probes, catalogue=catalogue, layout=layout)
+    except MergeError as exc:
+        print(f"{exc}; nothing was run", file=sys.stderr)
+        return EXIT_USAGE
     print(f"probing {target.key} at {preset.base_url} ({len(probes)} probes, model {preset.model})")
     report = record(
         target,
@@ -204,6 +209,9 @@ def _record(
         print(f"partial run written to {report.written_to}; committed fixtures untouched", file=sys.stderr)
         return EXIT_INCOMPLETE
     print(f"cassettes, provenance and results written to {report.written_to}")
+    if report.merged:
+        replaced = len(report.recording.probes)
+        print(f"merged into the existing recording: {replaced} probes replaced, the others kept as they were")
     for path in render_all(layout):
         print(f"generated {path}")
     print_matrix(report.recording, load_catalogue())

@@ -152,9 +152,13 @@ def render(diff: RecordingDiff, report_path: Path | None = None) -> str:
 
 def _describe(recording: Recording) -> str:
     how = "recorded live" if recording.provenance == "recorded" else "transcribed from the reference"
+    later = "".join(
+        f"; {', '.join(update.probes)} re-run on {update.recorded_on} (`{update.command}`)"
+        for update in recording.updates
+    )
     return (
         f"`{recording.key}` — {recording.server} {recording.release}, {recording.model_name}, "
-        f"{how} on {recording.recorded_on} (`{recording.command}`)"
+        f"{how} on {recording.recorded_on} (`{recording.command}`){later}"
     )
 
 

@@ -79,7 +79,7 @@ class Column:
     model: str
     model_name: str
     provenance: str
-    recorded_on: str
+    recorded_on: str  # with the dates of later runs that answered some of its probes again
     counts: tuple[tuple[str, str, str, int], ...]  # (kind, marker, words, cells of that kind)
 
 
@@ -286,7 +286,8 @@ def _column(recording: Recording) -> Column:
         model=recording.model,
         model_name=recording.model_name,
         provenance=recording.provenance,
-        recorded_on=recording.recorded_on,
+        recorded_on=recording.recorded_on
+        + "".join(f", {len(u.probes)} probes re-run {u.recorded_on}" for u in recording.updates),
         counts=(),
     )
 

@@ -47,9 +47,13 @@ def columns(layout: Layout) -> list[Recording]:
 
 def provenance_line(recording: Recording) -> str:
     if recording.provenance == "recorded":
+        later = "".join(
+            f"; {', '.join(f'`{p}`' for p in update.probes)} re-run on {update.recorded_on}"
+            for update in recording.updates
+        )
         return (
             f"`{recording.key}`: recorded live ({recording.server} {recording.release}, "
-            f"{recording.model_name}, {recording.recorded_on})"
+            f"{recording.model_name}, {recording.recorded_on}{later})"
         )
     return (
         f"`{recording.key}`: {TRANSCRIBED_FROM} ({recording.server} {recording.release}, {recording.model})"

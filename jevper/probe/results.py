@@ -39,6 +39,15 @@ class ProbeResult:
 
 
 @dataclass(frozen=True)
+class Update:
+    """A later run of a few probes (`--only`) merged into a recording: their answers come from it."""
+
+    recorded_on: str
+    command: str
+    probes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Recording:
     key: str
     server: str
@@ -49,6 +58,8 @@ class Recording:
     recorded_on: str
     command: str
     probes: tuple[ProbeResult, ...] = field(default_factory=tuple)
+    #: Runs merged in after the one the header describes; each owns the probes it lists.
+    updates: tuple[Update, ...] = ()
 
     def result(self, probe_id: str) -> ProbeResult | None:
         return next((p for p in self.probes if p.id == probe_id), None)
@@ -56,7 +67,15 @@ class Recording:
     def to_json(self) -> dict[str, Any]:
         data = {"format": FORMAT, **asdict(self)}
         data["probes"] = [asdict(p) for p in self.probes]
+        # Written only when there is one, so an index made by a single run reads as it always did.
+        data.pop("updates")
+        if self.updates:
+            data["updates"] = [{**asdict(u), "probes": list(u.probes)} for u in self.updates]
         return data
+
+    def run_of(self, probe_id: str) -> Update | None:
+        """The later run this probe's answer comes from, or None for the run the header describes."""
+        return next((u for u in self.updates if probe_id in u.probes), None)
 
 
 def recording_key(server: str, release: str) -> str:
@@ -72,8 +91,9 @@ def load_results(path: Path) -> Recording:
         raise ResultsError(f"{path}: expected format {FORMAT}, got {data.get('format')!r}")
     try:
         probes = tuple(ProbeResult(**p) for p in data["probes"])
-        fields = {k: v for k, v in data.items() if k not in ("format", "probes")}
-        return Recording(**fields, probes=probes)
+        updates = tuple(Update(**{**u, "probes": tuple(u["probes"])}) for u in data.get("updates", ()))
+        fields = {k: v for k, v in data.items() if k not in ("format", "probes", "updates")}
+        return Recording(**fields, probes=probes, updates=updates)
     except (KeyError, TypeError) as exc:
         raise ResultsError(f"{path}: not a format-{FORMAT} results index ({exc})") from exc
 
@@ -83,8 +103,15 @@ def dump_json(data: Mapping[str, Any]) -> str:
 
 
 def save_results(recording: Recording, path: Path) -> None:
+    write_atomically(path, dump_json(recording.to_json()))
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write beside the file, then rename over it: an interrupted write leaves the old file whole."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dump_json(recording.to_json()), encoding="utf-8")
+    scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    scratch.write_text(text, encoding="utf-8")
+    os.replace(scratch, path)
 
 
 def repository_root() -> Path:
@@ -151,8 +178,7 @@ def with_probes(recording: Recording, probes: tuple[ProbeResult, ...]) -> Record
 
 
 def write_provenance(path: Path, provenance: Mapping[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dump_json(provenance), encoding="utf-8")
+    write_atomically(path, dump_json(provenance))
 
 
 def read_provenance(path: Path) -> dict[str, Any]:

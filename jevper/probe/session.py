@@ -2,6 +2,9 @@
 
 Fixtures are replaced only by a run in which every probe got an answer; anything less is written
 beside them as `<key>.partial/`, so a committed recording is never overwritten by half a run.
+A selection (`--only`) that answers in full is merged into the existing recording: its probes'
+cassettes and verdicts replace the old ones, every other file is kept as it was, and the run is
+listed under `updates` in provenance.json and the results index, naming the probes it answered.
 Replay sends the same requests against the committed cassettes with the network untouched.
 """
 
@@ -12,20 +15,21 @@ import shutil
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import jevper
 from jevper.probe.catalogue import Catalogue, Probe
 from jevper.probe.presets import Preset, get_preset, reproducible_fields
-from jevper.probe.recording import make_vcr
+from jevper.probe.recording import CASSETTE_SUFFIX, make_vcr
 from jevper.probe.reference import annotate
 from jevper.probe.results import (
     UNANSWERED,
     Layout,
     ProbeResult,
     Recording,
+    Update,
     load_results,
     read_provenance,
     recording_key,
@@ -52,6 +56,10 @@ class Target:
         return recording_key(self.preset.name, self.release)
 
 
+class MergeError(ValueError):
+    """A selection cannot be merged into the existing recording; the message says why and what to do."""
+
+
 @dataclass(frozen=True)
 class RunReport:
     recording: Recording
@@ -59,6 +67,7 @@ class RunReport:
     complete: bool
     not_run: tuple[str, ...]
     wall_time_s: float
+    merged: bool = False  # the selection went into an existing recording, which kept its other probes
 
 
 def _result(run: ProbeRun, server: str) -> ProbeResult:
@@ -89,6 +98,7 @@ def record(
     progress: Progress | None = None,
 ) -> RunReport:
     """Run the probes live and write cassettes, provenance and the results index."""
+    check_merge(target, probes, catalogue=catalogue, layout=layout)
     layout.fixtures_root.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{target.key}.recording-", dir=layout.fixtures_root))
     secrets = [api_key] if api_key else []
@@ -119,7 +129,8 @@ def record(
             command=target.command,
             probes=results,
         )
-        provenance = _provenance(target, recording, timeout, wall, len(probes) == len(catalogue))
+        provenance = _provenance(target, recording, timeout, wall, _is_whole(probes, catalogue))
+        merged = False
         if unanswered:
             destination = layout.partial_dir(target.key)
             save_results(recording, scratch / "results.json")
@@ -128,11 +139,30 @@ def record(
                 shutil.rmtree(destination)
             replace_dir(scratch, destination)
         else:
-            destination = _install(scratch, target.key, recording, provenance, layout, catalogue)
-        return RunReport(recording, destination, not unanswered, unanswered, wall)
+            destination, merged = _install(scratch, target.key, recording, provenance, layout, catalogue)
+        return RunReport(recording, destination, not unanswered, unanswered, wall, merged)
     finally:
         if scratch.exists():
             shutil.rmtree(scratch)
+
+
+def _is_whole(probes: Sequence[Probe], catalogue: Catalogue) -> bool:
+    return {p.id for p in probes} >= {p.id for p in catalogue.probes}
+
+
+def check_merge(target: Target, probes: Sequence[Probe], *, catalogue: Catalogue, layout: Layout) -> None:
+    """Refuse, before anything is sent, a selection whose answers would sit in one recording with
+    answers from another model (the key names the server and release, not the model)."""
+    results_path = layout.results_path(target.key)
+    if _is_whole(probes, catalogue) or not results_path.exists():
+        return
+    existing = load_results(results_path)
+    if existing.model != target.preset.model:
+        raise MergeError(
+            f"{target.key} was recorded with model {existing.model!r}, this run asks "
+            f"{target.preset.model!r}: --only would mix the two in one recording; "
+            f"pass --model {existing.model}, run every probe, or write elsewhere with --out"
+        )
 
 
 def _install(
@@ -142,32 +172,71 @@ def _install(
     provenance: dict[str, Any],
     layout: Layout,
     catalogue: Catalogue,
-) -> Path:
+) -> tuple[Path, bool]:
     destination = layout.fixture_dir(key)
     results_path = layout.results_path(key)
-    if len(recording.probes) < len(catalogue) and results_path.exists():
-        # A selection (--only) updates its own probes inside an existing recording.
-        old = load_results(results_path)
-        fresh = {r.id: r for r in recording.probes}
-        merged = tuple(fresh.get(r.id, r) for r in old.probes)
-        recording = Recording(**{**recording.__dict__, "probes": merged})
-        destination.mkdir(parents=True, exist_ok=True)
-        for probe_id in fresh:
-            source = cassette_path(scratch, catalogue.get(probe_id))
-            if source.exists():
-                source.replace(cassette_path(destination, catalogue.get(probe_id)))
-        previous = (
-            read_provenance(destination / "provenance.json")
-            if (destination / "provenance.json").exists()
-            else {}
-        )
-        provenance = {**previous, "updated_on": recording.recorded_on, "updated_probes": sorted(fresh)}
-        write_provenance(destination / "provenance.json", provenance)
-    else:
-        write_provenance(scratch / "provenance.json", provenance)
-        replace_dir(scratch, destination)
-    save_results(recording, results_path)
-    return destination
+    merge = {r.id for r in recording.probes} < {p.id for p in catalogue.probes} and results_path.exists()
+    if merge:
+        recording, provenance = _merge(scratch, destination, layout, recording, provenance)
+    write_provenance(scratch / "provenance.json", provenance)
+    if layout.results_root is None:
+        save_results(recording, scratch / "results.json")
+    # One rename puts the folder in place; until then the old one stands untouched.
+    replace_dir(scratch, destination)
+    if layout.results_root is not None:
+        save_results(recording, results_path)
+    return destination, merge
+
+
+def _merge(
+    scratch: Path,
+    destination: Path,
+    layout: Layout,
+    recording: Recording,
+    provenance: dict[str, Any],
+) -> tuple[Recording, dict[str, Any]]:
+    """The existing recording with this selection's answers in place of its old ones, built in
+    `scratch` (which holds the new cassettes): the index and provenance it should now carry."""
+    old = load_results(layout.results_path(recording.key))
+    fresh = {r.id: r for r in recording.probes}
+    owned = {f"{probe_id}{CASSETTE_SUFFIX}" for probe_id in fresh} | {"provenance.json"}
+    if layout.results_root is None:
+        owned.add("results.json")
+    if destination.exists():
+        for item in destination.iterdir():
+            if item.name not in owned:
+                copy = shutil.copytree if item.is_dir() else shutil.copy2
+                copy(item, scratch / item.name)
+    probes = tuple(fresh.get(r.id, r) for r in old.probes)
+    probes += tuple(r for r in recording.probes if old.result(r.id) is None)
+    update = Update(recording.recorded_on, recording.command, tuple(sorted(fresh)))
+    merged = replace(old, probes=probes, updates=(*_minus(old.updates, fresh), update))
+
+    previous = _provenance_of(old, destination / "provenance.json")
+    earlier = previous.pop("updates", [])
+    if "updated_probes" in previous:
+        # Written by an earlier jevper, which kept only the last selection's date and probe ids.
+        legacy = {"recorded_on": previous.pop("updated_on", None), "probes": previous.pop("updated_probes")}
+        earlier.append(legacy)
+    # The header keeps describing the first run; each later run says what it was and which probes it owns.
+    run = {k: v for k, v in provenance.items() if k not in ("key", "how")}
+    kept = [{**u, "probes": [p for p in u["probes"] if p not in fresh]} for u in earlier]
+    updates = [u for u in kept if u["probes"]] + [{**run, "probes": list(update.probes)}]
+    return merged, {**previous, "updates": updates}
+
+
+def _provenance_of(recording: Recording, path: Path) -> dict[str, Any]:
+    """The recording's provenance file, or what its index says of the run when there is none."""
+    if path.exists():
+        return read_provenance(path)
+    fields = ("key", "server", "release", "model", "model_name", "recorded_on", "command")
+    return {"how": "recorded live; no provenance file was kept", **{f: getattr(recording, f) for f in fields}}
+
+
+def _minus(updates: tuple[Update, ...], rerun: Mapping[str, object]) -> tuple[Update, ...]:
+    """The earlier updates without the probes run again; one left with none is dropped."""
+    kept = (replace(u, probes=tuple(p for p in u.probes if p not in rerun)) for u in updates)
+    return tuple(u for u in kept if u.probes)
 
 
 def _provenance(

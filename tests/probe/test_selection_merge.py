@@ -1,0 +1,258 @@
+"""`--only` into a folder that already holds a recording: the selection is merged in, and only a run
+that answered every selected probe touches the recording.
+
+Offline: a copy of the committed llama.cpp recording in tmp_path, probed through the fault server.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jevper.probe import cli
+from jevper.probe.catalogue import load_catalogue
+from jevper.probe.presets import get_preset
+from jevper.probe.recording import load_exchanges
+from jevper.probe.reports import generate
+from jevper.probe.results import Layout, load_results, read_provenance, save_results, write_provenance
+from jevper.probe.runner import cassette_path
+from jevper.probe.session import Target, record
+from jevper.testing.faults import FaultServer, running
+
+CATALOGUE = load_catalogue()
+COMMITTED = Layout.repository()
+KEY = "llamacpp-b10434"
+RERUN = ("chat-logprobs", "chat-bad-path")
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under root (relative path -> bytes)."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def out(tmp_path: Path) -> Path:
+    """An --out folder holding a copy of the committed 45-probe recording."""
+    folder = tmp_path / "out"
+    shutil.copytree(COMMITTED.fixture_dir(KEY), folder / "fixtures" / KEY)
+    (folder / "results").mkdir()
+    (folder / "fixtures" / KEY / "results.json").rename(folder / "results" / f"{KEY}.json")
+    return folder
+
+
+@pytest.fixture
+def server() -> Iterator[FaultServer]:
+    with running(model="smollm2") as started:
+        yield started
+
+
+def probe_into(out: Path, base_url: str, *only: str, extra: tuple[str, ...] = ()) -> int:
+    argv = ["--server", "llamacpp", "--base-url", base_url, "--server-version", "b10434"]
+    argv += ["--model", "smollm2", "--out", str(out), "--timeout", "5", *extra]
+    return cli.main([*argv, *(arg for probe_id in only for arg in ("--only", probe_id))])
+
+
+def test_an_only_run_replaces_its_probes_cassettes_and_verdicts_and_keeps_every_other_byte(
+    out: Path, server: FaultServer
+) -> None:
+    before = snapshot(out / "fixtures")
+    old = load_results(out / "results" / f"{KEY}.json")
+
+    assert probe_into(out, server.base_url(), *RERUN) == cli.EXIT_OK
+
+    after = snapshot(out / "fixtures")
+    rerun_files = {f"{KEY}/{probe_id}.yaml" for probe_id in RERUN}
+    changed = {name for name in before if before[name] != after.get(name)}
+    assert changed == rerun_files | {f"{KEY}/provenance.json"}
+    assert set(after) == set(before)
+    merged = load_results(out / "results" / f"{KEY}.json")
+    assert [p.id for p in merged.probes] == [p.id for p in old.probes]
+    for result in merged.probes:
+        if result.id in RERUN:
+            exchanges = load_exchanges(cassette_path(out / "fixtures" / KEY, CATALOGUE.get(result.id)))
+            assert result.status == exchanges[-1].status
+        else:
+            assert result == old.result(result.id), result.id
+    # The fault server answers 3 alternatives where llama.cpp gave 20: the verdict is the new run's.
+    logprobs = merged.result("chat-logprobs")
+    assert logprobs is not None and logprobs.verdict.startswith("3 alternatives")
+    assert (merged.recorded_on, merged.command) == (old.recorded_on, old.command)
+
+
+def test_provenance_keeps_the_first_run_and_names_the_run_each_re_run_probe_came_from(
+    out: Path, server: FaultServer
+) -> None:
+    first = read_provenance(out / "fixtures" / KEY / "provenance.json")
+
+    assert probe_into(out, server.base_url(), *RERUN) == cli.EXIT_OK
+    second = probe_into(out, server.base_url(), "chat-bad-path", "chat-bad-model", extra=("--timeout", "7"))
+    assert second == cli.EXIT_OK
+
+    provenance = read_provenance(out / "fixtures" / KEY / "provenance.json")
+    updates = provenance.pop("updates")
+    assert provenance == first
+    # chat-bad-path was answered again by the second run: it belongs to that run alone.
+    assert [u["probes"] for u in updates] == [["chat-logprobs"], ["chat-bad-model", "chat-bad-path"]]
+    assert [u["flags"]["timeout_s"] for u in updates] == [5.0, 7.0]
+    for update in updates:
+        assert update["release"] == "b10434"
+        assert update["recorded_on"]
+        assert "--only chat-bad-" in update["command"] or "--only chat-logprobs" in update["command"]
+        assert update["flags"]["all_probes"] is False
+    index = load_results(out / "results" / f"{KEY}.json")
+    assert [u.probes for u in index.updates] == [("chat-logprobs",), ("chat-bad-model", "chat-bad-path")]
+    assert index.run_of("chat-bad-path") == index.updates[1]
+    assert index.run_of("chat-grammar") is None
+
+
+def test_running_the_same_selection_twice_leaves_one_later_run_naming_it(
+    out: Path, server: FaultServer
+) -> None:
+    assert probe_into(out, server.base_url(), *RERUN) == cli.EXIT_OK
+    assert probe_into(out, server.base_url(), *RERUN) == cli.EXIT_OK
+    index = load_results(out / "results" / f"{KEY}.json")
+    assert [u.probes for u in index.updates] == [tuple(sorted(RERUN))]
+
+
+@pytest.mark.parametrize(
+    ("faults", "only"),
+    [
+        (("ok", "crash"), ("chat-logprobs", "chat-logprobs-1-top", "chat-logprobs-5-tops")),
+        (("ok", "hang-no-bytes"), ("chat-logprobs", "chat-logprobs-1-top")),
+        (("connection-reset",), ("chat-logprobs",)),
+    ],
+    ids=["the-server-dies-after-one-probe", "a-probe-times-out", "the-connection-breaks"],
+)
+def test_an_only_run_that_does_not_answer_every_probe_leaves_the_recording_byte_identical(
+    out: Path, server: FaultServer, faults: tuple[str, ...], only: tuple[str, ...]
+) -> None:
+    before = snapshot(out)
+
+    status = probe_into(out, server.base_url(*faults), *only, extra=("--timeout", "1"))
+
+    assert status == cli.EXIT_INCOMPLETE
+    after = snapshot(out)
+    partial = {name: data for name, data in after.items() if name.startswith(f"fixtures/{KEY}.partial/")}
+    assert {name: data for name, data in after.items() if name not in partial} == before
+    assert load_results(out / "fixtures" / f"{KEY}.partial" / "results.json").result(only[0]) is not None
+
+
+def test_an_only_run_with_another_model_is_refused_before_anything_is_sent(
+    out: Path, server: FaultServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = snapshot(out)
+    argv = ["--server", "llamacpp", "--base-url", server.base_url(), "--server-version", "b10434"]
+    status = cli.main([*argv, "--model", "other-model", "--out", str(out), "--only", "chat-logprobs"])
+    assert status == cli.EXIT_USAGE
+    assert snapshot(out) == before
+    assert [e.path for e in server.log if e.method == "POST"] == []
+    assert "recorded with model 'smollm2', this run asks 'other-model'" in capsys.readouterr().err
+
+
+def test_a_merged_recording_regenerates_its_reports_naming_the_re_run_probes(
+    out: Path, server: FaultServer
+) -> None:
+    assert probe_into(out, server.base_url(), *RERUN) == cli.EXIT_OK
+    assert cli.main(["report", "--out", str(out)]) == cli.EXIT_OK
+
+    files = generate(Layout.out(out))
+    page = files[out / "reports" / f"{KEY}.md"]
+    assert "`chat-bad-path`, `chat-logprobs` re-run on " in page
+    assert "3 alternatives (asked for 20)" in page
+    assert "re-run on" in files[out / "reports" / "capabilities.md"]
+    assert "recorded live 2026-11-29, 2 probes re-run " in files[out / "reports" / "index.html"]
+    for path, content in files.items():
+        assert path.read_text(encoding="utf-8") == content, path
+
+
+def test_a_change_report_against_a_merged_recording_names_the_run_of_its_re_run_probes(
+    out: Path, server: FaultServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert probe_into(out, server.base_url(), *RERUN) == cli.EXIT_OK
+    capsys.readouterr()
+
+    assert cli.main(["diff", str(COMMITTED.results_path(KEY)), KEY, "--out", str(out)]) == cli.EXIT_OK
+
+    report = capsys.readouterr().out
+    assert "## chat-logprobs" in report
+    assert "; chat-bad-path, chat-logprobs re-run on " in report
+    assert "--only chat-logprobs --only chat-bad-path`)" in report
+
+
+def test_replaying_a_merged_recording_keeps_the_runs_it_lists(out: Path, server: FaultServer) -> None:
+    assert probe_into(out, server.base_url(), *RERUN) == cli.EXIT_OK
+    index = out / "results" / f"{KEY}.json"
+    merged = index.read_bytes()
+
+    assert cli.main(["--replay", "--out", str(out), "--server", "llamacpp"]) == cli.EXIT_OK
+
+    assert index.read_bytes() == merged
+
+
+def test_a_probe_missing_from_the_recording_is_added_by_an_only_run(out: Path, server: FaultServer) -> None:
+    index = out / "results" / f"{KEY}.json"
+    old = load_results(index)
+    save_results(
+        old.__class__(**{**old.__dict__, "probes": tuple(p for p in old.probes if p.id != "chat-bad-path")}),
+        index,
+    )
+    (out / "fixtures" / KEY / "chat-bad-path.yaml").unlink()
+
+    assert probe_into(out, server.base_url(), "chat-bad-path") == cli.EXIT_OK
+
+    merged = load_results(index)
+    assert [p.id for p in merged.probes][-1] == "chat-bad-path"
+    assert len(merged.probes) == len(old.probes)
+    assert (out / "fixtures" / KEY / "chat-bad-path.yaml").is_file()
+
+
+def test_the_merge_works_the_same_with_the_index_inside_the_fixture_folder(
+    tmp_path: Path, server: FaultServer
+) -> None:
+    layout = Layout.repository(tmp_path)
+    shutil.copytree(COMMITTED.fixture_dir(KEY), layout.fixture_dir(KEY))
+    before = snapshot(layout.fixture_dir(KEY))
+    preset = get_preset("llamacpp").with_overrides(base_url=server.base_url(), model="smollm2")
+    target = Target(preset=preset, release="b10434", model_name="fault server", command="merge test")
+
+    report = record(
+        target, CATALOGUE.select(list(RERUN)), catalogue=CATALOGUE, layout=layout, api_key=None, timeout=5
+    )
+
+    assert report.complete and report.merged
+    after = snapshot(layout.fixture_dir(KEY))
+    changed = {name for name in before if before[name] != after[name]}
+    assert changed == {f"{p}.yaml" for p in RERUN} | {"provenance.json", "results.json"}
+    assert set(after) == set(before)
+    index = load_results(layout.results_path(KEY))
+    assert index.updates[0].command == "merge test"
+    assert read_provenance(layout.fixture_dir(KEY) / "provenance.json")["updates"][0]["model_name"] == (
+        "fault server"
+    )
+    assert not [p for p in layout.fixtures_root.iterdir() if p.name != KEY]
+
+
+def test_a_provenance_written_by_the_older_merge_keeps_its_re_run_probes_named(
+    out: Path, server: FaultServer
+) -> None:
+    path = out / "fixtures" / KEY / "provenance.json"
+    legacy = {**read_provenance(path), "updated_on": "2026-11-28", "updated_probes": ["chat-grammar"]}
+    write_provenance(path, legacy)
+
+    assert probe_into(out, server.base_url(), *RERUN) == cli.EXIT_OK
+
+    provenance = read_provenance(path)
+    assert "updated_probes" not in provenance and "updated_on" not in provenance
+    assert provenance["updates"][0] == {"recorded_on": "2026-11-28", "probes": ["chat-grammar"]}
+    assert provenance["updates"][1]["probes"] == sorted(RERUN)
+
+
+def test_an_index_made_by_a_single_run_is_written_back_byte_identical(tmp_path: Path) -> None:
+    committed = COMMITTED.results_path(KEY)
+    save_results(load_results(committed), tmp_path / "results.json")
+    assert (tmp_path / "results.json").read_bytes() == committed.read_bytes()
+    assert "updates" not in json.loads(committed.read_text())

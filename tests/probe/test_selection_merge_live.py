@@ -1,0 +1,51 @@
+"""`--only --spawn` against the embedded llama.cpp into a copy of its committed recording."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from jevper.probe import cli
+from jevper.probe.reports import generate
+from jevper.probe.results import Layout, load_results, read_provenance
+
+pytestmark = pytest.mark.live
+
+COMMITTED = Layout.repository()
+KEY = "llamacpp-b10434"
+RERUN = ("chat-bad-path", "chat-logprobs")
+
+
+def test_re_probing_two_probes_of_the_embedded_server_merges_them_and_names_the_run(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(COMMITTED.fixture_dir(KEY), out / "fixtures" / KEY)
+    (out / "results").mkdir()
+    (out / "fixtures" / KEY / "results.json").rename(out / "results" / f"{KEY}.json")
+    folder = out / "fixtures" / KEY
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+
+    only = [arg for probe_id in RERUN for arg in ("--only", probe_id)]
+    assert cli.main(["--server", "llamacpp", "--spawn", "--out", str(out), *only]) == cli.EXIT_OK
+
+    after = {p.name: p.read_bytes() for p in folder.iterdir()}
+    assert set(after) == set(before)
+    kept = set(before) - {f"{p}.yaml" for p in RERUN} - {"provenance.json"}
+    assert all(after[name] == before[name] for name in kept)
+    provenance = read_provenance(folder / "provenance.json")
+    assert provenance["recorded_on"] == "2026-11-29"
+    assert provenance["command"] == "python -m jevper.probe --server llamacpp --spawn"
+    (update,) = provenance["updates"]
+    assert (update["release"], update["probes"]) == ("b10434", list(RERUN))
+    assert update["server_command"].startswith("llama-server ")
+    index = load_results(out / "results" / f"{KEY}.json")
+    assert len(index.probes) == 45 and index.updates[0].probes == RERUN
+    # llama.cpp answers these two as it did when the recording was made.
+    committed = load_results(COMMITTED.results_path(KEY))
+    for probe_id in RERUN:
+        old, new = committed.result(probe_id), index.result(probe_id)
+        assert old is not None and new is not None
+        assert (new.status, new.outcome, new.verdict) == (old.status, old.outcome, old.verdict)
+    page = generate(Layout.out(out))[out / "reports" / f"{KEY}.md"]
+    assert "`chat-bad-path`, `chat-logprobs` re-run on " in page
