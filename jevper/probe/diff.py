@@ -54,6 +54,16 @@ class RecordingDiff:
     compared: int  # probes present in both
     changes: tuple[ProbeChange, ...]
 
+    @property
+    def one_sided(self) -> int:
+        """Changes that are a probe present in one recording only (a selection, a newer catalogue)."""
+        return sum(1 for change in self.changes if change.old is None or change.new is None)
+
+    @property
+    def changed(self) -> int:
+        """Probes present in both whose verdict differs."""
+        return len(self.changes) - self.one_sided
+
 
 def resolve(reference: str, layout: Layout) -> Source:
     """A recording by key (looked up in `layout`), by results file, or by fixture folder.
@@ -128,7 +138,7 @@ def render(diff: RecordingDiff, report_path: Path | None = None) -> str:
         f"- **Old:** {_describe(old)}",
         f"- **New:** {_describe(new)}",
         "",
-        f"{len(diff.changes)} of {diff.compared} probes present in both changed verdict"
+        f"{diff.changed} of {diff.compared} probes present in both changed verdict"
         + _missing_note(diff)
         + ". A verdict is the graded outcome and the matrix cell, recomputed from each cassette.",
         "",
@@ -163,8 +173,7 @@ def _describe(recording: Recording) -> str:
 
 
 def _missing_note(diff: RecordingDiff) -> str:
-    absent = sum(1 for change in diff.changes if change.old is None or change.new is None)
-    return f" ({absent} of them present in one recording only)" if absent else ""
+    return f"; {diff.one_sided} more present in one recording only" if diff.one_sided else ""
 
 
 def _cell(result: ProbeResult | None, width: int = 120) -> str:
@@ -255,5 +264,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     path, text = write_report(diff, layout.reports_dir)
     if not args.quiet:
         print(text)
-    print(f"diff: {len(diff.changes)} changed of {diff.compared}; wrote {path}", file=sys.stderr)
+    also = f", {diff.one_sided} in one recording only" if diff.one_sided else ""
+    print(f"diff: {diff.changed} changed of {diff.compared}{also}; wrote {path}", file=sys.stderr)
     return 0

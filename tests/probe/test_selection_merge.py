@@ -256,3 +256,24 @@ def test_an_index_made_by_a_single_run_is_written_back_byte_identical(tmp_path: 
     save_results(load_results(committed), tmp_path / "results.json")
     assert (tmp_path / "results.json").read_bytes() == committed.read_bytes()
     assert "updates" not in json.loads(committed.read_text())
+
+
+def test_an_only_run_of_an_upgraded_server_is_a_recording_of_its_own_and_is_diffed_honestly(
+    out: Path, server: FaultServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = snapshot(out)
+    argv = ["--server", "llamacpp", "--base-url", server.base_url(), "--server-version", "b99999"]
+    argv += ["--model", "smollm2", "--out", str(out), "--only", "chat-logprobs", "--only", "chat-bad-path"]
+    assert cli.main(argv) == cli.EXIT_OK
+    capsys.readouterr()
+
+    # Answers from b99999 never land in the b10434 recording, nor the reverse.
+    assert {k: v for k, v in snapshot(out).items() if k in before} == before
+    upgraded = load_results(out / "results" / "llamacpp-b99999.json")
+    assert sorted(p.id for p in upgraded.probes) == sorted(RERUN) and upgraded.updates == ()
+    assert cli.main(["diff", KEY, "llamacpp-b99999", "--out", str(out)]) == cli.EXIT_OK
+    printed = capsys.readouterr()
+    assert "2 of 2 probes present in both changed verdict; 43 more present in one recording only." in (
+        printed.out
+    )
+    assert "diff: 2 changed of 2, 43 in one recording only" in printed.err
