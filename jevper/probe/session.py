@@ -175,7 +175,8 @@ def _install(
 ) -> tuple[Path, bool]:
     destination = layout.fixture_dir(key)
     results_path = layout.results_path(key)
-    merge = {r.id for r in recording.probes} < {p.id for p in catalogue.probes} and results_path.exists()
+    selection = {r.id for r in recording.probes} < {p.id for p in catalogue.probes}
+    merge = selection and (results_path.exists() or destination.exists())
     if merge:
         recording, provenance = _merge(scratch, destination, layout, recording, provenance)
     write_provenance(scratch / "provenance.json", provenance)
@@ -197,7 +198,8 @@ def _merge(
 ) -> tuple[Recording, dict[str, Any]]:
     """The existing recording with this selection's answers in place of its old ones, built in
     `scratch` (which holds the new cassettes): the index and provenance it should now carry."""
-    old = load_results(layout.results_path(recording.key))
+    results_path = layout.results_path(recording.key)
+    old = load_results(results_path) if results_path.exists() else _unindexed(recording, destination)
     fresh = {r.id: r for r in recording.probes}
     owned = {f"{probe_id}{CASSETTE_SUFFIX}" for probe_id in fresh} | {"provenance.json"}
     if layout.results_root is None:
@@ -223,6 +225,15 @@ def _merge(
     kept = [{**u, "probes": [p for p in u["probes"] if p not in fresh]} for u in earlier]
     updates = [u for u in kept if u["probes"]] + [{**run, "probes": list(update.probes)}]
     return merged, {**previous, "updates": updates}
+
+
+def _unindexed(recording: Recording, destination: Path) -> Recording:
+    """A fixture folder without its results index: no verdicts to keep (its cassettes are kept all
+    the same), and the run that made it as its provenance file tells, when there is one."""
+    path = destination / "provenance.json"
+    told = read_provenance(path) if path.exists() else {}
+    header = {f: told[f] for f in ("model_name", "recorded_on", "command") if isinstance(told.get(f), str)}
+    return replace(recording, probes=(), **header)
 
 
 def _provenance_of(recording: Recording, path: Path) -> dict[str, Any]:

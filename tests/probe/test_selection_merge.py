@@ -277,3 +277,25 @@ def test_an_only_run_of_an_upgraded_server_is_a_recording_of_its_own_and_is_diff
         printed.out
     )
     assert "diff: 2 changed of 2, 43 in one recording only" in printed.err
+
+
+def test_an_only_run_into_a_fixture_folder_without_its_index_keeps_every_file_it_did_not_answer(
+    tmp_path: Path, server: FaultServer
+) -> None:
+    # A repository-layout folder copied into an --out folder: its results.json is not where --out looks.
+    out = tmp_path / "out"
+    shutil.copytree(COMMITTED.fixture_dir(KEY), out / "fixtures" / KEY)
+    before = snapshot(out / "fixtures" / KEY)
+
+    assert probe_into(out, server.base_url(), *RERUN) == cli.EXIT_OK
+
+    after = snapshot(out / "fixtures" / KEY)
+    assert set(after) == set(before)
+    assert {name for name in before if before[name] != after[name]} == {
+        *(f"{p}.yaml" for p in RERUN),
+        "provenance.json",
+    }
+    index = load_results(out / "results" / f"{KEY}.json")
+    assert sorted(p.id for p in index.probes) == sorted(RERUN)
+    assert index.command == "python -m jevper.probe --server llamacpp --spawn"
+    assert index.updates[0].probes == tuple(sorted(RERUN))
