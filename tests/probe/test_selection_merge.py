@@ -299,3 +299,29 @@ def test_an_only_run_into_a_fixture_folder_without_its_index_keeps_every_file_it
     assert sorted(p.id for p in index.probes) == sorted(RERUN)
     assert index.command == "python -m jevper.probe --server llamacpp --spawn"
     assert index.updates[0].probes == tuple(sorted(RERUN))
+
+
+def test_an_only_run_stopped_by_the_user_leaves_the_recording_and_no_scratch_folder(
+    out: Path, server: FaultServer
+) -> None:
+    before = snapshot(out)
+    layout = Layout.out(out)
+    preset = get_preset("llamacpp").with_overrides(base_url=server.base_url(), model="smollm2")
+    target = Target(preset=preset, release="b10434", model_name="fault server", command="interrupted")
+
+    def interrupt(index: int, total: int, run: object) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        record(
+            target,
+            CATALOGUE.select(list(RERUN)),
+            catalogue=CATALOGUE,
+            layout=layout,
+            api_key=None,
+            timeout=5,
+            progress=interrupt,
+        )
+
+    assert snapshot(out) == before
+    assert sorted(p.name for p in layout.fixtures_root.iterdir()) == [KEY]
