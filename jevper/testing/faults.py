@@ -10,6 +10,9 @@ Faults apply to POSTs on the three surface routes; ``GET /v1/models`` always ans
 reachability check passes and the fault lands on the request that matters. The server writes raw
 bytes on a socket, so it can stop mid-header, reset a connection or send a body its headers lie about.
 
+In scripted mode (``FaultServer(script=Script())``) a POST with no fault named answers with the next
+reply a test queued on the ``Script`` for its path, and the script keeps the requests it answered.
+
 Run ``python -m jevper.testing.faults --port N`` for a demo; ``--list`` prints the faults.
 """
 
@@ -18,13 +21,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import http
 import json
 import socket
 import struct
 import sys
 import threading
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jevper._wire import Surface
@@ -75,6 +80,91 @@ class Exchange:
     method: str
     path: str
     surface: Surface | None
+
+
+@dataclass(frozen=True)
+class Queued:
+    """One reply a test queued: what a scripted server sends back, byte for byte."""
+
+    status: int
+    body: bytes
+    content_type: str
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass
+class Script:
+    """The replies a scripted server serves, queued per path (relative to /v1), and the requests it took.
+
+    With nothing queued for a path the answer is a 599, so a test that queues too few replies fails on
+    that status instead of reading an answer nobody wrote.
+    """
+
+    replies: dict[str, deque[Queued]] = field(default_factory=dict)
+    requests: list[Request] = field(default_factory=list)  # in the order they were answered
+    delay: float = 0.0  # seconds each answer waits, to let concurrent requests overlap
+    in_flight: int = 0
+    most_in_flight: int = 0
+    # The test thread queues and reads while the server's loop thread answers.
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def reply(
+        self,
+        path: str,
+        status: int,
+        body: str | bytes | dict[str, Any],
+        content_type: str = "",
+        headers: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        """Queue one reply for ``path``; the content type defaults to JSON when the body looks like it."""
+        if isinstance(body, dict):
+            body = json.dumps(body)
+        raw = body.encode() if isinstance(body, str) else body
+        kind = content_type or ("application/json" if raw[:1] in (b"{", b"[", b'"') else "text/plain")
+        with self.lock:
+            self.replies.setdefault(path, deque()).append(Queued(status, raw, kind, tuple(headers)))
+
+    def bodies(self, path: str | None = None) -> list[Any]:
+        """The bodies of the requests answered (on ``path`` only, if given): JSON parsed, else text."""
+        with self.lock:
+            taken = [r.body for r in self.requests if path is None or r.path == path]
+        return [_parsed(body) for body in taken]
+
+    async def serve(self, reply: Reply, request: Request) -> None:
+        path = request.path.removeprefix("/v1")
+        with self.lock:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+        with self.lock:
+            self.requests.append(replace(request, path=path))
+            queue = self.replies.get(path)
+            queued = (
+                queue.popleft() if queue else Queued(599, f"nothing queued for {path}".encode(), "text/plain")
+            )
+        # One answer per connection: an async SDK client reused across asyncio.run() calls keeps a pooled
+        # connection bound to a closed loop, and fails on it, if the server lets it keep one.
+        reply.keep_alive = False
+        extra = (*queued.headers, ("connection", "close"))
+        await reply.send(queued.status, _reason(queued.status), queued.body, queued.content_type, extra)
+
+
+def _parsed(body: bytes) -> Any:
+    try:
+        return json.loads(body) if body else None
+    except ValueError:
+        return body.decode(errors="replace")
+
+
+def _reason(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return "Nothing Queued" if status == 599 else "Unknown Status"
 
 
 class Reply:
@@ -278,8 +368,15 @@ def route(path: str) -> Surface | None:
 class FaultServer:
     """The server; ``start()`` runs it on a background thread, ``serve()`` in the calling one."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, model: str = "fault-model") -> None:
-        self.host, self.port, self.model = host, port, model
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        model: str = "fault-model",
+        script: Script | None = None,
+    ) -> None:
+        self.host, self.port, self.model, self.script = host, port, model, script
         self.log: list[Exchange] = []
         self.closing = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -380,6 +477,13 @@ class FaultServer:
             models = {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "jevper"}]}
             await reply.json(200, "OK", models)
             return
+        if (
+            self.script is not None
+            and request.method == "POST"
+            and not (request.headers.get(FAULT_HEADER) or spec)
+        ):
+            await self.script.serve(reply, request)
+            return
         if surface is None or request.method != "POST":
             self.log.append(Exchange("ok", request.method, request.path, None))
             await reply.json(
@@ -433,9 +537,9 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[Request, str | No
 
 
 @contextlib.contextmanager
-def running(model: str = "fault-model") -> Iterator[FaultServer]:
-    """A fault server on a free loopback port for the duration of the block."""
-    server = FaultServer(model=model).start()
+def running(model: str = "fault-model", *, script: Script | None = None) -> Iterator[FaultServer]:
+    """A fault server on a free loopback port for the duration of the block (scripted, given a script)."""
+    server = FaultServer(model=model, script=script).start()
     try:
         yield server
     finally:

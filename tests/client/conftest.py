@@ -4,102 +4,32 @@ the cassette settings for the client-level recordings of the embedded llama.cpp.
 from __future__ import annotations
 
 import json
-import threading
-import time
-from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from jevper.testing.faults import Script, running
+
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "client"
 
 
 @dataclass
-class Exchange:
-    method: str
-    path: str
-    body: Any
+class Loopback(Script):
+    """The fault server in scripted mode: each POST path answers with the bodies queued for it, in order."""
 
-
-@dataclass
-class Loopback:
-    """A server on 127.0.0.1 that answers each path with the bodies queued for it, in order."""
-
-    url: str  # ends in /v1
-    requests: list[Exchange] = field(default_factory=list)
-    replies: dict[str, deque[tuple[int, bytes, str]]] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    delay: float = 0.0  # seconds each answer waits, to let concurrent requests overlap
-    in_flight: int = 0
-    most_in_flight: int = 0
-
-    def reply(
-        self, path: str, status: int, body: str | bytes | dict[str, Any], content_type: str = ""
-    ) -> None:
-        if isinstance(body, dict):
-            body = json.dumps(body)
-        raw = body.encode() if isinstance(body, str) else body
-        kind = content_type or ("application/json" if raw[:1] in (b"{", b"[", b'"') else "text/plain")
-        self.replies.setdefault(path, deque()).append((status, raw, kind))
-
-    def bodies(self, path: str | None = None) -> list[Any]:
-        return [e.body for e in self.requests if path is None or e.path == path]
-
-
-def _handler(loopback: Loopback) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length)
-            try:
-                body: Any = json.loads(raw) if raw else None
-            except ValueError:
-                body = raw.decode(errors="replace")
-            path = self.path.removeprefix("/v1")
-            with loopback.lock:
-                loopback.in_flight += 1
-                loopback.most_in_flight = max(loopback.most_in_flight, loopback.in_flight)
-            time.sleep(loopback.delay)
-            with loopback.lock:
-                loopback.in_flight -= 1
-                loopback.requests.append(Exchange("POST", path, body))
-                queue = loopback.replies.get(path)
-                status, payload, kind = (
-                    queue.popleft() if queue else (599, f"nothing queued for {path}".encode(), "text/plain")
-                )
-            try:
-                self.send_response(status)
-                self.send_header("content-type", kind)
-                self.send_header("content-length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up first (the timeout tests): nothing to answer
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    return Handler
+    url: str = ""  # ends in /v1
 
 
 @pytest.fixture
 def loopback() -> Iterator[Loopback]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(Loopback(url="")))
-    port = server.server_address[1]
-    state = Loopback(url=f"http://127.0.0.1:{port}/v1")
-    server.RequestHandlerClass = _handler(state)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
+    state = Loopback()
+    with running(script=state) as server:
+        state.url = server.base_url()
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def transcribed(name: str) -> dict[str, Any]:
