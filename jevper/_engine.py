@@ -13,7 +13,13 @@ from typing import Any
 
 from jevper._ask import MAX_LABELS, Ask, Kind, ask, json_prefill, label_grammar, render_example
 from jevper._distribution import make_answer
-from jevper._errors import InvalidQuestionError, LabelReadoutError, MalformedAnswerError, ProviderError
+from jevper._errors import (
+    IncompleteAnswerError,
+    InvalidQuestionError,
+    LabelReadoutError,
+    MalformedAnswerError,
+    ProviderError,
+)
 from jevper._memory import Memory
 from jevper._prompt import StateTurns, derived_cache_key, layout, state_turns
 from jevper._readout import Unreadable, read_json, read_labels
@@ -74,11 +80,15 @@ class _Structured(Exception):
     """method="auto": no distribution on this surface; answer in JSON and remember it."""
 
 
+class _Discrete(Exception):
+    """method="auto": the structured JSON answer could not be read; ask for one option and remember it."""
+
+
 Step = Generator[Call, WireResult, Outcome]
 
 
-#: A question moves surface at most once and falls back to JSON at most once.
-_MAX_ROUNDS = 3
+#: A question moves surface at most once, falls back to JSON at most once and to discrete at most once.
+_MAX_ROUNDS = 4
 
 
 def answer(question: Question, state: StateTurns, settings: Settings, memory: Memory, qid: str) -> Step:
@@ -104,6 +114,11 @@ def answer(question: Question, state: StateTurns, settings: Settings, memory: Me
         except _Structured as fallback:
             why = f"no distribution on {surface}: {fallback}"
             memory.judge(settings.model, surface, "structured", why)
+            trail.why.append(why)
+            continue
+        except _Discrete as unreadable:
+            why = f"structured JSON unreadable on {surface} ({unreadable}): answered with discrete"
+            memory.fall_back(settings.model, surface, why)
             trail.why.append(why)
             continue
         if kind == "label" and settings.method == "auto":
@@ -136,17 +151,20 @@ def _kind(question: Question, settings: Settings, memory: Memory, surface: Surfa
         return "label"
     if surface == "messages":
         _once(trail, "messages carries no logprobs: answered with structured")
-        return "structured"
-    if len(question.options) > MAX_LABELS:
+    elif len(question.options) > MAX_LABELS:
         _once(
             trail, f"{len(question.options)} options exceed the {MAX_LABELS} labels: answered with structured"
         )
-        return "structured"
-    verdict = memory.verdict(settings.model, surface)
-    if verdict is not None and verdict.value == "structured":
+    else:
+        verdict = memory.verdict(settings.model, surface)
+        if verdict is None or verdict.value != "structured":
+            return "label"
         _once(trail, f"remembered: {verdict.why}")
-        return "structured"
-    return "label"
+    one_hot = memory.discrete(settings.model, surface)
+    if one_hot is not None:
+        _once(trail, f"remembered: {one_hot.why}")
+        return "discrete"
+    return "structured"
 
 
 def _once(trail: Trail, why: str) -> None:
@@ -310,9 +328,13 @@ def _json(
         _request(a, question, state, settings, qid), omit=memory.omitted(settings.model, surface)
     )
     request = replace(request, prefill=_prefill(a, request, settings, surface, trail))
+    # Under method="auto", a structured answer that cannot be read is asked again as discrete (one
+    # option, a one-hot distribution): a weak model that cannot write probabilities can often name an
+    # option, and a server that enforces no schema leaves nothing else to try.
+    falls_back = settings.method == "auto" and kind == "structured"
     result = yield from _send_dropping(request, settings, memory, surface, trail)
     try:
-        return read_json(result, a), result
+        return _read_json(result, a, falls_back), result
     except Unreadable as first:
         trail.why.append(f"corrective retry: {first}")
         correction = f"That reply was not a valid answer: {first}. Reply with the JSON object only."
@@ -320,12 +342,28 @@ def _json(
         retry = replace(request, turns=(*request.turns, *previous, Turn("user", correction)))
         again = yield from _send_dropping(retry, settings, memory, surface, trail)
         try:
-            return read_json(again, a), again
+            return _read_json(again, a, falls_back), again
         except Unreadable as second:
+            if falls_back:
+                raise _Discrete(f"{second} after one corrective retry") from None
             raise MalformedAnswerError(
                 f"{surface}: {second} after one corrective retry (first reply: {first}); "
                 "use a stronger model, or method='logprobs' where the server carries logprobs"
             ) from None
+
+
+def _read_json(result: WireResult, a: Ask, falls_back: bool) -> dict[str, float]:
+    """Read a JSON answer; one that ran past the budget while writing answer text may fall back.
+
+    A reply cut off while thinking (no answer text) stays an IncompleteAnswerError: a discrete
+    question would spend its budget the same way.
+    """
+    try:
+        return read_json(result, a)
+    except IncompleteAnswerError as cut:
+        if falls_back and (result.text or "").strip():
+            raise _Discrete(f"the answer ran past the output budget ({cut.finish!r})") from None
+        raise
 
 
 def _send_dropping(

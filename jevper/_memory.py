@@ -25,6 +25,8 @@ class Memory:
     routes: dict[str, Note] = field(default_factory=dict)  # model -> surface api="auto" uses
     verdicts: dict[tuple[str, Surface], Note] = field(default_factory=dict)  # -> "logprobs" | "structured"
     limits: dict[tuple[str, Surface], dict[str, str]] = field(default_factory=dict)  # refused field -> why
+    # method="auto": where structured JSON could not be read, discrete (one option) answers instead
+    one_hot: dict[tuple[str, Surface], Note] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def route(self, model: str) -> Surface:
@@ -43,6 +45,13 @@ class Memory:
         with self._lock:
             if verdict == "structured" or (model, surface) not in self.verdicts:
                 self.verdicts[(model, surface)] = Note(verdict, why)
+
+    def discrete(self, model: str, surface: Surface) -> Note | None:
+        return self.one_hot.get((model, surface))
+
+    def fall_back(self, model: str, surface: Surface, why: str) -> None:
+        with self._lock:
+            self.one_hot[(model, surface)] = Note("discrete", why)
 
     def omitted(self, model: str, surface: Surface) -> frozenset[str]:
         return frozenset(self.limits.get((model, surface), ()))

@@ -87,6 +87,28 @@ def test_structured_answers_on_the_messages_route_only_where_the_server_enforces
         asked.system_one(state=STATE, questions={"intent": INTENT})
 
 
+def test_auto_answers_a_choice_on_the_messages_route_through_the_anthropic_sdk(
+    live_server: SpawnedServer,
+) -> None:
+    asked = messages_client(live_server, extra_body=GREEDY)
+    response = asked.system_one(state=STATE, questions={"intent": INTENT})
+    answer = response.answers["intent"]
+    assert isinstance(answer, ChoiceAnswer)
+    assert_valid(answer)
+    why = response.debug["questions"]["intent"]["why"]
+    assert why[0] == "messages carries no logprobs: answered with structured"
+    if live_server.server == "vllm":  # output_config holds the answer to the schema
+        assert answer.method == "structured"
+        return
+    # llama.cpp enforces nothing here and SmolLM2 cannot write the probabilities, so auto asks for
+    # one option; the next question goes there directly.
+    assert answer.method == "discrete"
+    assert any("structured JSON unreadable on messages" in w for w in why)
+    again = asked.system_one(state=STATE, questions={"intent": INTENT})
+    assert again.answers["intent"].method == "discrete"
+    assert again.debug["questions"]["intent"]["requests"] == 1
+
+
 @pytest.mark.parametrize("prefill", [True, False], ids=["prefill", "no-prefill"])
 @pytest.mark.parametrize("decoding", ["sampled", "greedy"])
 @pytest.mark.parametrize("method", ["discrete", "structured"])

@@ -320,8 +320,9 @@ def test_a_thinking_block_without_text_is_an_error_naming_the_stop_reason(
 def test_a_messages_answer_cut_by_max_tokens_names_max_tokens(loopback: Any) -> None:
     loopback.reply("/messages", 200, messages_body('{"billing": 0.', stop="max_tokens"))
     with pytest.raises(IncompleteAnswerError) as caught:
-        anthropic_client(loopback).system_one(state=STATE, questions={"q": INTENT})
+        anthropic_client(loopback, method="structured").system_one(state=STATE, questions={"q": INTENT})
     assert caught.value.field == "max_tokens"
+    assert len(loopback.bodies("/messages")) == 1
 
 
 def test_a_label_method_on_messages_is_refused_naming_structured(loopback: Any) -> None:
@@ -335,10 +336,87 @@ def test_a_recorded_llamacpp_messages_body_is_read_through_the_anthropic_sdk(
     record = fixtures.recorded("messages_output_config")
     loopback.reply("/messages", record["status"], record["body"])
     loopback.reply("/messages", record["status"], record["body"])
-    # llama.cpp accepts output_config and ignores it, so a weak model's prose is what comes back.
+    # llama.cpp accepts output_config and ignores it, so a weak model's prose is what comes back; an
+    # explicit method="structured" does not fall back to discrete.
     with pytest.raises(MalformedAnswerError, match="after one corrective retry"):
-        anthropic_client(loopback).system_one(state=STATE, questions={"q": INTENT})
+        anthropic_client(loopback, method="structured").system_one(state=STATE, questions={"q": INTENT})
+    assert len(loopback.bodies("/messages")) == 2
     assert json.loads(record["body"])["usage"]["cache_read_input_tokens"] >= 0
+
+
+# --- Messages: method="auto" falls back from structured to discrete ------------------------------------
+
+SCHEMA_COPY = '{"billing":{"type": "number", "minimum": 0, "maximum": 1, "description": "money"}, "techn'
+
+
+def test_auto_on_messages_asks_for_one_option_when_the_structured_answer_runs_past_the_budget(
+    loopback: Any,
+) -> None:
+    # What SmolLM2 does on llama.cpp, which ignores output_config: it copies the schema until max_tokens.
+    loopback.reply("/messages", 200, messages_body(SCHEMA_COPY, stop="max_tokens"))
+    loopback.reply("/messages", 200, messages_body('{"choice": "billing"}'))
+    response = anthropic_client(loopback).system_one(state=STATE, questions={"q": INTENT})
+    answer = answers(response)["q"]
+    assert answer.method == "discrete"
+    assert answer.probabilities == {"billing": 1.0, "technical": 0.0, "sales": 0.0}
+    first, second = loopback.bodies("/messages")
+    assert first["messages"][-1]["content"] == '{"billing":'
+    assert "output_config" in first and "output_config" in second
+    assert second["messages"][-1]["content"] == '{"choice": "'
+    assert second["output_config"]["format"]["schema"]["properties"]["choice"]["enum"] == list(INTENT.options)
+    debug = response.debug["questions"]["q"]
+    assert debug["method"] == "discrete" and debug["requests"] == 2
+    assert any(
+        "ran past the output budget" in why and "answered with discrete" in why for why in debug["why"]
+    )
+
+
+def test_auto_on_messages_falls_back_after_the_structured_corrective_retry_and_remembers_it(
+    loopback: Any,
+) -> None:
+    loopback.reply("/messages", 200, messages_body('{"billing": null, "technical": null, "sales": null}'))
+    loopback.reply("/messages", 200, messages_body('{"billing": null, "technical": null, "sales": null}'))
+    loopback.reply("/messages", 200, messages_body('{"choice": "sales"}'))
+    loopback.reply("/messages", 200, messages_body('{"choice": "technical"}'))
+    asked = anthropic_client(loopback)
+    first = asked.system_one(state=STATE, questions={"q": INTENT})
+    assert answers(first)["q"].choice == "sales"
+    assert first.debug["questions"]["q"]["requests"] == 3
+    # The next question goes straight to discrete on this model and surface, and says why.
+    second = asked.system_one(state=STATE, questions={"q": INTENT})
+    assert answers(second)["q"].choice == "technical"
+    assert second.debug["questions"]["q"]["requests"] == 1
+    assert any(
+        why.startswith("remembered: structured JSON unreadable")
+        for why in second.debug["questions"]["q"]["why"]
+    )
+    assert [b["messages"][-1]["content"] for b in loopback.bodies("/messages")] == [
+        '{"billing":',
+        '{"billing":',
+        '{"choice": "',
+        '{"choice": "',
+    ]
+
+
+def test_auto_on_messages_reports_the_discrete_error_when_the_fallback_fails_too(loopback: Any) -> None:
+    for _ in range(4):
+        loopback.reply("/messages", 200, messages_body("I cannot answer that."))
+    with pytest.raises(MalformedAnswerError, match="after one corrective retry") as caught:
+        anthropic_client(loopback).system_one(state=STATE, questions={"q": INTENT})
+    assert "'choice'" in str(caught.value) or "JSON object" in str(caught.value)
+    assert len(loopback.bodies("/messages")) == 4
+
+
+def test_an_answer_cut_off_while_thinking_does_not_fall_back(loopback: Any) -> None:
+    # The budget went to the trace, not to answer text: a discrete question would spend it the same way.
+    body = messages_body(None, stop="max_tokens")
+    body["content"] = [{"type": "thinking", "thinking": "Let me weigh the options...", "signature": ""}]
+    loopback.reply("/messages", 200, body)
+    with pytest.raises(IncompleteAnswerError):
+        anthropic_client(loopback, reasoning=ReasoningConfig(budget_tokens=1024)).system_one(
+            state=STATE, questions={"q": INTENT}
+        )
+    assert len(loopback.bodies("/messages")) == 1
 
 
 # --- Messages: the answer's opening as a prefill ------------------------------------------------------
