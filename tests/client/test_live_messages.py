@@ -139,3 +139,26 @@ def test_twenty_runs_on_the_messages_route_answer_or_raise_a_typed_error(
     assert sum(counts.values()) == RUNS
     if (method, decoding, prefill) == ("discrete", "greedy", True):
         assert counts["answered first time"] == RUNS
+
+
+def test_twenty_fresh_clients_with_auto_on_the_messages_route_answer_or_raise_a_typed_error(
+    llamacpp: SpawnedServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A fresh client each run, so every run walks the whole way: structured, then discrete.
+    counts: Counter[str] = Counter()
+    for _ in range(RUNS):
+        try:
+            response = messages_client(llamacpp, extra_body=SAMPLED).system_one(
+                state=STATE, questions={"intent": INTENT}
+            )
+        except JevperError as error:
+            assert "after one corrective retry" in str(error) or "budget" in str(error), error
+            counts[type(error).__name__] += 1
+            continue
+        answer = response.answers["intent"]
+        assert isinstance(answer, ChoiceAnswer)
+        assert_valid(answer)
+        counts[f"answered by {answer.method}"] += 1
+    with capsys.disabled():
+        print(f"\nmessages auto sampled, fresh clients: {dict(counts)}")
+    assert sum(counts.values()) == RUNS
