@@ -59,6 +59,18 @@ def cache_dir() -> Path:
     return path
 
 
+#: Server logs kept per kind: each start writes a new one, and only the newest few help anyone.
+KEEP_LOGS = 5
+
+
+def new_log(directory: Path, prefix: str, port: int) -> Path:
+    """The log path for a server starting on `port`, after removing all but the newest earlier logs."""
+    earlier = sorted(directory.glob(f"{prefix}-*.log"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for stale in earlier[KEEP_LOGS - 1 :]:
+        stale.unlink(missing_ok=True)
+    return directory / f"{prefix}-{port}.log"
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -207,7 +219,7 @@ def spawn_llamacpp(
     if api_key:
         command += ["--api-key", api_key]
         shown += ["--api-key", "<redacted>"]
-    log_path = cache_dir() / f"llama-server-{port}.log"
+    log_path = new_log(cache_dir(), "llama-server", port)
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=binary.env)
     try:
@@ -252,7 +264,10 @@ def wait_healthy(
     url = f"http://127.0.0.1:{port}"
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            tail = log_path.read_text(errors="replace")[-3000:]
+            try:
+                tail = log_path.read_text(errors="replace")[-3000:]
+            except OSError as error:  # pruned by a later start, or unreadable
+                tail = f"(its log {log_path.name} could not be read: {error})"
             raise SpawnError(f"{name} exited with status {process.returncode} before serving:\n{tail}")
         try:
             if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:

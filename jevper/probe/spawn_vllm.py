@@ -41,6 +41,7 @@ from jevper.probe.spawn import (
     SpawnError,
     cache_dir,
     free_port,
+    new_log,
     shipped_gguf,
     stop,
     wait_healthy,
@@ -232,7 +233,7 @@ def spawn_vllm(
     command, shown = serve_command(home, model, port, extra_args, api_key)
     # vLLM's compile cache lives beside the environment, so one folder holds everything it built.
     env = {**os.environ, **RECIPE_ENV, "VLLM_CACHE_ROOT": str(home.root / "compile-cache")}
-    log_path = home.root / f"vllm-serve-{port}.log"
+    log_path = new_log(home.root, "vllm-serve", port)
     started = time.monotonic()
     with open(log_path, "wb") as log:
         # Its own process group: vLLM forks an engine and a worker, which must not outlive it.
