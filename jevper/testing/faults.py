@@ -10,7 +10,7 @@ Faults apply to POSTs on the three surface routes; ``GET /v1/models`` always ans
 reachability check passes and the fault lands on the request that matters. The server writes raw
 bytes on a socket, so it can stop mid-header, reset a connection or send a body its headers lie about.
 
-In scripted mode (``FaultServer(script=Script())``) a POST with no fault named answers with the next
+In scripted mode (``FaultServer(script=Script())``, see ``jevper.testing.script``) a POST with no fault named answers with the next
 reply a test queued on the ``Script`` for its path, and the script keeps the requests it answered.
 
 Run ``python -m jevper.testing.faults --port N`` for a demo; ``--list`` prints the faults.
@@ -21,19 +21,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import http
-import json
 import socket
 import struct
 import sys
 import threading
-from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from jevper._wire import Surface
 from jevper.testing.bodies import BODY_FAULTS, Answer, encode
+from jevper.testing.script import Request, Script
 
 #: How long a hanging fault holds a connection before giving up on the client (it should leave first).
 HANG_S = 120.0
@@ -58,20 +56,6 @@ _HTML_404 = (
 )
 
 
-@dataclass(frozen=True)
-class Request:
-    method: str
-    path: str  # without the /fault/<spec> prefix and without the query
-    headers: Mapping[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        try:
-            return json.loads(self.body)
-        except ValueError:
-            return None
-
-
 @dataclass
 class Exchange:
     """What the server did: which fault it served on which route (for tests and the demo log)."""
@@ -80,91 +64,6 @@ class Exchange:
     method: str
     path: str
     surface: Surface | None
-
-
-@dataclass(frozen=True)
-class Queued:
-    """One reply a test queued: what a scripted server sends back, byte for byte."""
-
-    status: int
-    body: bytes
-    content_type: str
-    headers: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass
-class Script:
-    """The replies a scripted server serves, queued per path (relative to /v1), and the requests it took.
-
-    With nothing queued for a path the answer is a 599, so a test that queues too few replies fails on
-    that status instead of reading an answer nobody wrote.
-    """
-
-    replies: dict[str, deque[Queued]] = field(default_factory=dict)
-    requests: list[Request] = field(default_factory=list)  # in the order they were answered
-    delay: float = 0.0  # seconds each answer waits, to let concurrent requests overlap
-    in_flight: int = 0
-    most_in_flight: int = 0
-    # The test thread queues and reads while the server's loop thread answers.
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def reply(
-        self,
-        path: str,
-        status: int,
-        body: str | bytes | dict[str, Any],
-        content_type: str = "",
-        headers: Sequence[tuple[str, str]] = (),
-    ) -> None:
-        """Queue one reply for ``path``; the content type defaults to JSON when the body looks like it."""
-        if isinstance(body, dict):
-            body = json.dumps(body)
-        raw = body.encode() if isinstance(body, str) else body
-        kind = content_type or ("application/json" if raw[:1] in (b"{", b"[", b'"') else "text/plain")
-        with self.lock:
-            self.replies.setdefault(path, deque()).append(Queued(status, raw, kind, tuple(headers)))
-
-    def bodies(self, path: str | None = None) -> list[Any]:
-        """The bodies of the requests answered (on ``path`` only, if given): JSON parsed, else text."""
-        with self.lock:
-            taken = [r.body for r in self.requests if path is None or r.path == path]
-        return [_parsed(body) for body in taken]
-
-    async def serve(self, reply: Reply, request: Request) -> None:
-        path = request.path.removeprefix("/v1")
-        with self.lock:
-            self.in_flight += 1
-            self.most_in_flight = max(self.most_in_flight, self.in_flight)
-        try:
-            await asyncio.sleep(self.delay)
-        finally:
-            with self.lock:
-                self.in_flight -= 1
-        with self.lock:
-            self.requests.append(replace(request, path=path))
-            queue = self.replies.get(path)
-            queued = (
-                queue.popleft() if queue else Queued(599, f"nothing queued for {path}".encode(), "text/plain")
-            )
-        # One answer per connection: an async SDK client reused across asyncio.run() calls keeps a pooled
-        # connection bound to a closed loop, and fails on it, if the server lets it keep one.
-        reply.keep_alive = False
-        extra = (*queued.headers, ("connection", "close"))
-        await reply.send(queued.status, _reason(queued.status), queued.body, queued.content_type, extra)
-
-
-def _parsed(body: bytes) -> Any:
-    try:
-        return json.loads(body) if body else None
-    except ValueError:
-        return body.decode(errors="replace")
-
-
-def _reason(status: int) -> str:
-    try:
-        return http.HTTPStatus(status).phrase
-    except ValueError:
-        return "Nothing Queued" if status == 599 else "Unknown Status"
 
 
 class Reply:
