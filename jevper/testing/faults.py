@@ -10,8 +10,9 @@ Faults apply to POSTs on the three surface routes; ``GET /v1/models`` always ans
 reachability check passes and the fault lands on the request that matters. The server writes raw
 bytes on a socket, so it can stop mid-header, reset a connection or send a body its headers lie about.
 
-In scripted mode (``FaultServer(script=Script())``, see ``jevper.testing.script``) a POST with no fault named answers with the next
-reply a test queued on the ``Script`` for its path, and the script keeps the requests it answered.
+In scripted mode (``FaultServer(script=Script())``, see ``jevper.testing.script``) a POST with no
+fault named answers with the next reply a test queued on the ``Script`` for its path, and the script
+keeps the requests it answered.
 
 Run ``python -m jevper.testing.faults --port N`` for a demo; ``--list`` prints the faults.
 """
