@@ -117,7 +117,7 @@ def send(client: object, surface: Surface, request: WireRequest, timeout: float)
         except MalformedAnswerError:
             raise
         except Exception as exc:
-            error, wait = _retry(exc, surface, request.model, attempt, retries)
+            error, wait = _retry(exc, surface, request.model, attempt, retries, timeout)
             if wait is None:
                 raise error from exc
             time.sleep(wait)
@@ -195,7 +195,7 @@ async def send_async(client: object, surface: Surface, request: WireRequest, tim
         except MalformedAnswerError:
             raise
         except Exception as exc:
-            error, wait = _retry(exc, surface, request.model, attempt, retries)
+            error, wait = _retry(exc, surface, request.model, attempt, retries, timeout)
             if wait is None:
                 raise error from exc
             await asyncio.sleep(wait)
@@ -233,16 +233,16 @@ def _no_retry_copy(client: object, with_options: Callable[..., object]) -> objec
 
 
 def _retry(
-    exc: Exception, surface: Surface, model: str, attempt: int, retries: int
+    exc: Exception, surface: Surface, model: str, attempt: int, retries: int, timeout: float
 ) -> tuple[Exception, float | None]:
     """The error to raise, and the seconds to wait before trying again (None: raise it now)."""
-    error = _translated(exc, surface, model)
-    if not isinstance(error, ProviderError) or attempt >= retries:
+    error = _translated(exc, surface, model, timeout)
+    if not isinstance(error, ProviderError) or attempt >= retries or error.kind == "timeout":
+        # A timeout already cost the whole budget; it is not tried again.
         return error, None
     if error.kind == "unreachable":
-        # A refused or reset connection is worth another try; a timeout already cost the whole budget.
-        timed_out = any("Timeout" in cls.__name__ for cls in type(exc).__mro__)
-        return error, None if timed_out else _backoff(attempt)
+        # A refused or reset connection is worth another try.
+        return error, _backoff(attempt)
     if error.status not in _RETRY_STATUSES:
         return error, None
     after = _retry_after(exc)
@@ -331,12 +331,21 @@ def as_body(surface: str, response: object) -> Mapping[str, Any]:
     )
 
 
-def _translated(exc: Exception, surface: Surface, model: str) -> Exception:
+def _translated(exc: Exception, surface: Surface, model: str, timeout: float) -> Exception:
     if isinstance(exc, ProviderError):
         return exc
     status = getattr(exc, "status_code", None)
     if isinstance(status, int) and not isinstance(status, bool):
         return provider_error(read_error(status, _error_body(exc), model=model), surface)
+    if any("Timeout" in cls.__name__ for cls in type(exc).__mro__):
+        return ProviderError(
+            f"{surface}: expected an answer within the {timeout:g} s timeout, got none by then "
+            f"({type(exc).__name__}); raise timeout=, lower max_tokens, or check that the server is not "
+            "busy with other requests (a one-slot server answers one at a time)",
+            status=None,
+            server_message=str(exc),
+            kind="timeout",
+        )
     if any(cls.__name__ in _UNREACHABLE for cls in type(exc).__mro__):
         return ProviderError(
             f"{surface}: expected an answer, but the server could not be reached ({type(exc).__name__}: "

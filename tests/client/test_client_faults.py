@@ -89,6 +89,6 @@ def test_the_async_client_bounds_a_slow_drip_by_its_timeout_as_a_whole(faults: F
         sdk = AsyncOpenAI(base_url=base_url, api_key="local", max_retries=0)
     client = AsyncSystemOneClient(sdk, model=faults.model, api=api, timeout=TIMEOUT)
     started = time.monotonic()
-    with pytest.raises(JevperError, match="could not be reached"):
+    with pytest.raises(JevperError, match=r"expected an answer within the [0-9.]+ s timeout"):
         asyncio.run(client.system_one(state="I was charged twice.", questions={"q": INTENT}))
     assert time.monotonic() - started < TIMEOUT + 1.5

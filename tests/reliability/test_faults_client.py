@@ -147,7 +147,7 @@ def test_a_client_with_max_retries_0_asks_a_busy_server_once(faults: FaultServer
 def test_a_timeout_is_not_retried_so_a_hang_costs_one_timeout(faults: FaultServer) -> None:
     seen = len(faults.log)
     started = time.monotonic()
-    with pytest.raises(ProviderError, match="could not be reached"):
+    with pytest.raises(ProviderError, match=r"expected an answer within the [0-9.]+ s timeout"):
         _client(faults, "hang-no-bytes", "responses", max_retries=5).system_one(
             state="x", questions={"q": QUESTION}
         )
@@ -273,6 +273,6 @@ def test_the_async_client_cuts_a_slow_drip_off_at_the_timeout(faults: FaultServe
         await client.system_one(state="x", questions={"q": QUESTION})
 
     started = time.monotonic()
-    with pytest.raises(ProviderError, match="could not be reached"):
+    with pytest.raises(ProviderError, match=r"expected an answer within the [0-9.]+ s timeout"):
         asyncio.run(ask())
     assert time.monotonic() - started < TIMEOUT + 1.0
