@@ -137,10 +137,17 @@ def main_run(argv: Sequence[str]) -> int:
 
 
 def _command_line(argv: Sequence[str], api_key: str | None) -> str:
+    """The command as recorded: the key redacted, and an absolute path cut to `<dir>/` and its last part.
+
+    Recordings are shared and committed; where a user kept theirs is nobody else's business.
+    """
     shown = []
     for arg in argv:
         text = arg.replace(api_key, "<redacted>") if api_key else arg
-        shown.append(text)
+        flag, equals, value = text.partition("=") if text.startswith("--") else ("", "", text)
+        if os.path.isabs(value):
+            value = f"<dir>/{os.path.basename(value.rstrip('/'))}"
+        shown.append(f"{flag}{equals}{value}")
     return shlex.join(["python", "-m", "jevper.probe", *shown])
 
 

@@ -6,6 +6,7 @@ import json
 
 from vcr.request import Request
 
+from jevper.probe.cli import _command_line
 from jevper.probe.recording import REDACTED, prune, request_hook, response_hook
 from jevper.probe.verify import expected_actual
 
@@ -63,3 +64,22 @@ def test_a_verifier_states_what_was_expected_and_what_arrived() -> None:
     assert (
         expected_actual("one of A, B, C", '"A: billing"') == 'expected one of A, B, C / actual "A: billing"'
     )
+
+
+def test_the_recorded_command_keeps_no_machine_path_and_no_key() -> None:
+    argv = [
+        "--server",
+        "llamacpp",
+        "--out",
+        "/home/someone/runs/today",
+        "--replay=/srv/x/rec/",
+        "--api-key",
+        "sk-123",
+    ]
+    shown = _command_line(argv, "sk-123")
+    assert shown == (
+        "python -m jevper.probe --server llamacpp --out '<dir>/today' '--replay=<dir>/rec' "
+        "--api-key '<redacted>'"
+    )
+    # A relative path says nothing about the machine and stays as typed.
+    assert _command_line(["--out", "artifacts/demo"], None).endswith("--out artifacts/demo")
