@@ -8,12 +8,14 @@ leaves when nothing has been armed for a while.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import heapq
 import itertools
 import socket
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 #: How long the watchdog thread waits with nothing armed before it ends.
 _IDLE_S = 30.0
@@ -41,7 +43,7 @@ class _Watchdog:
 
     def arm(self, alarm: Alarm, sock: socket.socket) -> None:
         with self._cond:
-            if alarm.disarmed or alarm.fired:
+            if alarm.disarmed or alarm.fired or alarm.sock is not None:
                 return
             alarm.sock = sock
             heapq.heappush(self._heap, (alarm.deadline, next(self._order), alarm))
@@ -98,3 +100,26 @@ def stop(alarm: Alarm) -> bool:
     """Stop watching; True when the deadline had already shut the socket down."""
     _WATCHDOG.disarm(alarm)
     return alarm.fired
+
+
+#: The alarm of the exchange this thread is making, for the response hook below.
+CURRENT: contextvars.ContextVar[Alarm | None] = contextvars.ContextVar("jevper_alarm", default=None)
+
+
+def _on_response(response: Any) -> None:
+    """Watch the socket as soon as the headers are in, before an SDK reads an error body by itself."""
+    alarm = CURRENT.get()
+    if alarm is not None and getattr(response, "http_version", "") != "HTTP/2":
+        watch(alarm, getattr(response, "extensions", {}).get("network_stream"))
+
+
+def hook(http_client: object) -> None:
+    """Add the response hook to a blocking httpx-style client once; it does nothing outside jevper's calls.
+
+    The openai and anthropic SDKs read a non-2xx body themselves before raising, so without the hook a
+    server dripping an error body would be bounded per read only.
+    """
+    hooks = getattr(http_client, "event_hooks", None)
+    responses = hooks.get("response") if isinstance(hooks, dict) else None
+    if isinstance(responses, list) and _on_response not in responses:
+        responses.append(_on_response)

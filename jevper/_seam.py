@@ -110,6 +110,8 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 def send(client: object, surface: Surface, request: WireRequest, timeout: float) -> WireResult:
     target, retries = _without_sdk_retries(client)
     create, kwargs, streamed = prepare(target, surface, request, timeout, streaming=True)
+    if streamed:
+        _deadline.hook(getattr(target, "_client", None))
     attempt = 0
     while True:
         try:
@@ -131,12 +133,14 @@ def _streamed(create: Callable[..., Any], kwargs: dict[str, Any], surface: Surfa
     alarm = _deadline.start(timeout)
     body = bytearray()
     complete = False
-    with create(**kwargs) as response:
-        # The SDK's timeout bounds the wait for the headers and each read; the alarm bounds the whole.
-        extensions = getattr(getattr(response, "http_response", None), "extensions", {})
-        if extensions.get("http_version") != b"HTTP/2":  # a shared HTTP/2 connection is not ours to cut
-            _deadline.watch(alarm, extensions.get("network_stream"))
-        try:
+    # The SDK's timeout bounds the wait for the headers and each read; the alarm bounds the whole, from
+    # the headers on (the response hook arms it before the SDK reads an error body by itself).
+    armed = _deadline.CURRENT.set(alarm)
+    try:
+        with create(**kwargs) as response:
+            extensions = getattr(getattr(response, "http_response", None), "extensions", {})
+            if extensions.get("http_version") != b"HTTP/2":  # a shared HTTP/2 connection is not ours to cut
+                _deadline.watch(alarm, extensions.get("network_stream"))
             for chunk in response.iter_bytes():
                 body += chunk
                 if len(body) > MAX_BODY_BYTES:
@@ -145,12 +149,13 @@ def _streamed(create: Callable[..., Any], kwargs: dict[str, Any], surface: Surfa
                     break
             else:
                 complete = True
-        except Exception:
-            # A read the deadline cut short is a timeout, reported below; anything else is what it is.
-            if not alarm.fired:
-                raise
-        finally:
-            _deadline.stop(alarm)
+    except Exception:
+        # A read the deadline cut short is a timeout, reported below; anything else is what it is.
+        if not alarm.fired:
+            raise
+    finally:
+        _deadline.CURRENT.reset(armed)
+        _deadline.stop(alarm)
     if not complete:
         raise ProviderError(
             f"{surface}: expected the whole answer within the {timeout:g} s timeout, got only {len(body)} "

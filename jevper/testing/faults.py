@@ -161,6 +161,25 @@ async def _drip(reply: Reply, surface: Surface, request: Request, answer: Answer
         await asyncio.sleep(DRIP_INTERVAL_S)
 
 
+@fault(
+    "slow-drip-error", f"a 500 error body dripped in chunks every {DRIP_INTERVAL_S} s over {DRIP_TOTAL_S} s"
+)
+async def _drip_error(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+    # An SDK reads an error body itself, before handing any response back: the whole exchange must still
+    # end at the caller's timeout.
+    body = encode(
+        {"error": {"message": "the model failed: " + "x" * 200, "type": "server_error", "code": 500}}
+    )
+    headers = [("content-type", "application/json"), ("content-length", str(len(body)))]
+    await reply.head(500, "Internal Server Error", headers)
+    steps = max(1, int(DRIP_TOTAL_S / DRIP_INTERVAL_S))
+    size = max(1, -(-len(body) // steps))
+    for start in range(0, len(body), size):
+        reply.writer.write(body[start : start + size])
+        await reply.writer.drain()
+        await asyncio.sleep(DRIP_INTERVAL_S)
+
+
 @fault("html-500", "500 with an HTML error page")
 async def _html_500(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
     await reply.send(500, "Internal Server Error", _HTML_500, "text/html; charset=utf-8")

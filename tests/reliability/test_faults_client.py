@@ -70,7 +70,7 @@ BOUND_S = TIMEOUT + RETRIES * max(RETRY_AFTER_S, 1.0) + 2.0
 
 
 def test_every_fault_has_an_expected_client_outcome() -> None:
-    assert set(EXPECTED) | {"ok", "crash", "slow-drip"} == set(FAULTS)
+    assert set(EXPECTED) | {"ok", "crash", "slow-drip", "slow-drip-error"} == set(FAULTS)
 
 
 def _client(
@@ -209,12 +209,14 @@ def test_an_empty_responses_output_is_malformed_and_auto_keeps_the_model_on_resp
     assert_a_distribution(answer.answers["q"].probabilities)  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("drip", ["slow-drip", "slow-drip-error"])
 @pytest.mark.parametrize("surface", SURFACES)
 def test_a_slow_drip_is_cut_off_at_the_timeout_and_the_next_question_is_answered(
-    faults: FaultServer, surface: str
+    faults: FaultServer, surface: str, drip: str
 ) -> None:
-    # The drip's body takes 6 s; the SDK's timeout bounds each read, jevper's deadline the whole answer.
-    base = faults.base_url("slow-drip", "ok")
+    # The drip's body takes 6 s; the SDK's timeout bounds each read, jevper's deadline the whole answer,
+    # also when the body is an error the SDK reads by itself before raising.
+    base = faults.base_url(drip, "ok")
     if surface == "messages":
         sdk: Any = anthropic.Anthropic(base_url=base.removesuffix("/v1"), api_key="local")
     else:
@@ -276,3 +278,21 @@ def test_the_async_client_cuts_a_slow_drip_off_at_the_timeout(faults: FaultServe
     with pytest.raises(ProviderError, match=r"expected an answer within the [0-9.]+ s timeout"):
         asyncio.run(ask())
     assert time.monotonic() - started < TIMEOUT + 1.0
+
+
+def test_the_deadline_hook_is_added_to_the_callers_http_client_once_and_idles_outside_jevper(
+    faults: FaultServer,
+) -> None:
+    from jevper import _deadline
+
+    sdk = openai.OpenAI(base_url=faults.base_url("ok"), api_key="local")
+    client = SystemOneClient(
+        sdk, model="fault-model", api="chat_completions", method="logprobs", timeout=TIMEOUT
+    )
+    for _ in range(2):
+        client.system_one(state="x", questions={"q": QUESTION})
+    hooks = sdk._client.event_hooks["response"]
+    assert hooks.count(_deadline._on_response) == 1
+    assert _deadline.CURRENT.get() is None
+    # The caller's own requests through the same client pass the hook untouched.
+    assert [m.id for m in sdk.models.list()] == ["fault-model"]

@@ -53,7 +53,7 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "embedded-error": ("fault", "fault", "fault"),
 }
 #: Measured separately below.
-SEPARATE = {"ok", "crash", "slow-drip", "huge-body"}
+SEPARATE = {"ok", "crash", "slow-drip", "slow-drip-error", "huge-body"}
 
 
 def test_every_fault_of_the_server_has_an_expected_harness_outcome() -> None:
@@ -109,13 +109,14 @@ def test_a_faulted_run_is_written_aside_as_partial_and_the_fixture_folder_is_not
     assert [r.outcome for r in partial.probes] == ["fault", "supported", "fault"]
 
 
+@pytest.mark.parametrize("drip", ["slow-drip", "slow-drip-error"])
 @pytest.mark.parametrize("probe_id", PROBES)
 def test_a_slow_drip_is_cut_off_at_the_harness_timeout_and_the_run_goes_on(
-    faults: FaultServer, tmp_path: Path, probe_id: str
+    faults: FaultServer, tmp_path: Path, probe_id: str, drip: str
 ) -> None:
     # The drip's body takes 6 s; httpx's timeout bounds each read, the runner's deadline the whole answer.
     started = time.monotonic()
-    runs = _run(faults, tmp_path, faults.base_url("slow-drip", "ok"), [probe_id, probe_id])
+    runs = _run(faults, tmp_path, faults.base_url(drip, "ok"), [probe_id, probe_id])
     assert time.monotonic() - started < TIMEOUT + 0.5
     (outcome, verdict), (after, _) = runs
     assert outcome == "timeout"
