@@ -1,7 +1,7 @@
 """`python -m jevper.probe`: probe a server, replay recordings, or regenerate reports.
 
 Run mode takes flags; other commands are entries in COMMANDS (a name, a parser builder and a
-handler), so adding one (`diff`, `report --html`) is one more entry.
+handler), so adding one (`diff`, `report`) is one more entry.
 """
 
 from __future__ import annotations
@@ -286,9 +286,6 @@ def report_parser() -> argparse.ArgumentParser:
         "reports/index.html, reports/changes/*.md and the docs tables.",
     )
     parser.add_argument("--out", type=Path, help="read and write under DIR instead of the repository")
-    parser.add_argument(
-        "--html", action="store_true", help="kept for old scripts: reports/index.html is always written"
-    )
     return parser
 
 

@@ -35,7 +35,7 @@ __all__ = [
     "write_index",
 ]
 
-COMMAND = "python -m jevper.probe report --html"
+COMMAND = "python -m jevper.probe report"
 
 SURFACES = {"chat_completions": "Chat Completions", "responses": "Responses", "messages": "Messages"}
 SERVER_NAMES = {
