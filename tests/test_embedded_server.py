@@ -1,6 +1,10 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -54,3 +58,42 @@ def test_a_new_server_log_leaves_only_the_newest_earlier_logs_of_its_kind(tmp_pa
     # With the new one, KEEP_LOGS logs of this kind remain: the newest earlier ones.
     assert kept == [f"llama-server-{1000 + i}.log" for i in range(8 - (KEEP_LOGS - 1), 8)]
     assert other.exists()
+
+
+@pytest.mark.live
+def test_a_spawned_server_dies_with_a_parent_killed_without_unwinding(tmp_path: Path) -> None:
+    # SIGTERM ends a Python process without running its finally blocks, so only the kernel's
+    # parent-death signal can stop the server it started.
+    script = (
+        "import sys, time\n"
+        "from jevper.probe.spawn import spawn_llamacpp\n"
+        "with spawn_llamacpp() as server:\n"
+        "    print(server.extra['pid'], flush=True)\n"
+        "    time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    pid = 0
+    try:
+        assert parent.stdout is not None
+        pid = int(parent.stdout.readline())
+        os.kill(pid, 0)  # the server runs
+        parent.send_signal(signal.SIGTERM)
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _alive(pid):
+            time.sleep(0.1)
+        assert not _alive(pid), "llama-server outlived the process that started it"
+    finally:
+        parent.kill()
+        if pid and _alive(pid):  # do not leave it running when the assertion failed
+            os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie has exited; it only waits for its (dead) parent's reaping.
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split(") ", 1)[1][:1] != "Z"

@@ -11,12 +11,15 @@ one file, so recordings do not depend on which CPU made them.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import importlib.metadata
 import importlib.util
 import os
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -57,6 +60,20 @@ def cache_dir() -> Path:
     path = Path(root)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+_PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
+
+
+def _die_with_parent() -> None:
+    # Runs in the child before exec: if whoever started the server dies without unwinding (SIGTERM,
+    # SIGKILL, a CI time-out), the server is sent SIGTERM instead of living on, holding its port.
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def die_with_parent_hook() -> Callable[[], None] | None:
+    """The Popen preexec_fn that ties a server's life to ours (Linux only; None elsewhere)."""
+    return _die_with_parent if sys.platform == "linux" else None
 
 
 #: Server logs kept per kind: each start writes a new one, and only the newest few help anyone.
@@ -221,7 +238,9 @@ def spawn_llamacpp(
         shown += ["--api-key", "<redacted>"]
     log_path = new_log(cache_dir(), "llama-server", port)
     with open(log_path, "wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=binary.env)
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=binary.env, preexec_fn=die_with_parent_hook()
+        )
     try:
         build = wait_healthy(
             process,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import json
 import os
 import re
@@ -40,6 +39,7 @@ from jevper.probe.spawn import (
     SpawnedServer,
     SpawnError,
     cache_dir,
+    die_with_parent_hook,
     free_port,
     new_log,
     shipped_gguf,
@@ -75,7 +75,6 @@ RECIPE_ENV: dict[str, str] = {
     "VLLM_CPU_KVCACHE_SPACE": "1",
     "VLLM_USE_AOT_COMPILE": "0",
 }
-_PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
 _STAMP = ".jevper-vllm-installed"
 _MODEL_STAMP = ".jevper-model-converted"
 
@@ -243,7 +242,7 @@ def spawn_vllm(
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            preexec_fn=die_with_parent_hook(),
         )
     try:
         version = wait_healthy(
@@ -273,12 +272,6 @@ def spawn_vllm(
         )
     finally:
         _stop_group(process)
-
-
-def _die_with_parent() -> None:
-    # Runs in the child before exec: if whoever started the server dies without unwinding (SIGKILL,
-    # a CI time-out), the server is sent SIGTERM instead of living on with 4 GB of memory.
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _stop_group(process: subprocess.Popen[bytes]) -> None:
