@@ -65,15 +65,21 @@ def cache_dir() -> Path:
 _PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
 
 
-def _die_with_parent() -> None:
-    # Runs in the child before exec: if whoever started the server dies without unwinding (SIGTERM,
-    # SIGKILL, a CI time-out), the server is sent SIGTERM instead of living on, holding its port.
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
 def die_with_parent_hook() -> Callable[[], None] | None:
-    """The Popen preexec_fn that ties a server's life to ours (Linux only; None elsewhere)."""
-    return _die_with_parent if sys.platform == "linux" else None
+    """The Popen preexec_fn that ties a server's life to ours (Linux only; None elsewhere).
+
+    If whoever started the server dies without unwinding (SIGTERM, SIGKILL, a CI time-out), the server
+    is sent SIGTERM instead of living on, holding its port and memory. prctl is looked up here, in the
+    parent, so the forked child only makes the call (no library loading between fork and exec).
+    """
+    if sys.platform != "linux":
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def die_with_parent() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+    return die_with_parent
 
 
 #: Server logs kept per kind: each start writes a new one, and only the newest few help anyone.
