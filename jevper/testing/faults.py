@@ -151,14 +151,7 @@ async def _reset(reply: Reply, surface: Surface, request: Request, answer: Answe
 
 @fault("slow-drip", f"a valid 200 body dripped in chunks every {DRIP_INTERVAL_S} s over {DRIP_TOTAL_S} s")
 async def _drip(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
-    body = encode(answer.body())
-    await reply.head(200, "OK", [("content-type", "application/json"), ("content-length", str(len(body)))])
-    steps = max(1, int(DRIP_TOTAL_S / DRIP_INTERVAL_S))
-    size = max(1, -(-len(body) // steps))
-    for start in range(0, len(body), size):
-        reply.writer.write(body[start : start + size])
-        await reply.writer.drain()
-        await asyncio.sleep(DRIP_INTERVAL_S)
+    await _dripped(reply, 200, "OK", encode(answer.body()))
 
 
 @fault(
@@ -170,8 +163,14 @@ async def _drip_error(reply: Reply, surface: Surface, request: Request, answer: 
     body = encode(
         {"error": {"message": "the model failed: " + "x" * 200, "type": "server_error", "code": 500}}
     )
-    headers = [("content-type", "application/json"), ("content-length", str(len(body)))]
-    await reply.head(500, "Internal Server Error", headers)
+    await _dripped(reply, 500, "Internal Server Error", body)
+
+
+async def _dripped(reply: Reply, status: int, reason: str, body: bytes) -> None:
+    """Send a JSON body in chunks every DRIP_INTERVAL_S, spread over DRIP_TOTAL_S."""
+    await reply.head(
+        status, reason, [("content-type", "application/json"), ("content-length", str(len(body)))]
+    )
     steps = max(1, int(DRIP_TOTAL_S / DRIP_INTERVAL_S))
     size = max(1, -(-len(body) // steps))
     for start in range(0, len(body), size):
