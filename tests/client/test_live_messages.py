@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from jevper import (
     JevperError,
     MalformedAnswerError,
     SystemOneClient,
+    SystemOneResponse,
 )
 from jevper.probe.spawn import SpawnedServer
 
@@ -49,6 +51,26 @@ def messages_client(server: SpawnedServer, **settings: Any) -> SystemOneClient:
         api="messages",
         **settings,
     )
+
+
+def sweep(
+    client_for_run: Callable[[], SystemOneClient], outcome: Callable[[SystemOneResponse], str]
+) -> Counter[str]:
+    """Ask the intent question RUNS times: a valid answer counts under `outcome`, a typed error under
+    its class; any other error, or an invalid answer, fails the test."""
+    counts: Counter[str] = Counter()
+    for _ in range(RUNS):
+        try:
+            response = client_for_run().system_one(state=STATE, questions={"intent": INTENT})
+        except JevperError as error:
+            assert "after one corrective retry" in str(error) or "budget" in str(error), error
+            counts[type(error).__name__] += 1
+            continue
+        answer = response.answers["intent"]
+        assert isinstance(answer, ChoiceAnswer)
+        assert_valid(answer)
+        counts[outcome(response)] += 1
+    return counts
 
 
 def assert_valid(answer: ChoiceAnswer) -> None:
@@ -115,25 +137,18 @@ def test_auto_answers_a_choice_on_the_messages_route_through_the_anthropic_sdk(
 def test_twenty_runs_on_the_messages_route_answer_or_raise_a_typed_error(
     llamacpp: SpawnedServer, method: str, decoding: str, prefill: bool, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    counts: Counter[str] = Counter()
     asked = messages_client(
         llamacpp,
         method=method,
         extra_body=SAMPLED if decoding == "sampled" else GREEDY,
         prefill=prefill,
     )
-    for _ in range(RUNS):
-        try:
-            response = asked.system_one(state=STATE, questions={"intent": INTENT})
-        except JevperError as error:
-            assert "after one corrective retry" in str(error) or "budget" in str(error), error
-            counts[type(error).__name__] += 1
-            continue
-        answer = response.answers["intent"]
-        assert isinstance(answer, ChoiceAnswer)
-        assert_valid(answer)
+
+    def outcome(response: SystemOneResponse) -> str:
         retried = response.debug["questions"]["intent"]["requests"] > 1
-        counts["answered after the retry" if retried else "answered first time"] += 1
+        return "answered after the retry" if retried else "answered first time"
+
+    counts = sweep(lambda: asked, outcome)
     with capsys.disabled():
         print(f"\nmessages {method} {decoding} {'with' if prefill else 'without'} prefill: {dict(counts)}")
     assert sum(counts.values()) == RUNS
@@ -145,20 +160,10 @@ def test_twenty_fresh_clients_with_auto_on_the_messages_route_answer_or_raise_a_
     llamacpp: SpawnedServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # A fresh client each run, so every run walks the whole way: structured, then discrete.
-    counts: Counter[str] = Counter()
-    for _ in range(RUNS):
-        try:
-            response = messages_client(llamacpp, extra_body=SAMPLED).system_one(
-                state=STATE, questions={"intent": INTENT}
-            )
-        except JevperError as error:
-            assert "after one corrective retry" in str(error) or "budget" in str(error), error
-            counts[type(error).__name__] += 1
-            continue
-        answer = response.answers["intent"]
-        assert isinstance(answer, ChoiceAnswer)
-        assert_valid(answer)
-        counts[f"answered by {answer.method}"] += 1
+    counts = sweep(
+        lambda: messages_client(llamacpp, extra_body=SAMPLED),
+        lambda response: f"answered by {response.answers['intent'].method}",
+    )
     with capsys.disabled():
         print(f"\nmessages auto sampled, fresh clients: {dict(counts)}")
     assert sum(counts.values()) == RUNS
