@@ -106,11 +106,19 @@ def stop(alarm: Alarm) -> bool:
 CURRENT: contextvars.ContextVar[Alarm | None] = contextvars.ContextVar("jevper_alarm", default=None)
 
 
+def watch_response(alarm: Alarm, response: Any) -> None:
+    """Watch the socket under an httpx-style response, unless it is a shared HTTP/2 connection
+    (not ours to cut)."""
+    extensions = getattr(response, "extensions", None) or {}
+    if extensions.get("http_version") != b"HTTP/2":
+        watch(alarm, extensions.get("network_stream"))
+
+
 def _on_response(response: Any) -> None:
     """Watch the socket as soon as the headers are in, before an SDK reads an error body by itself."""
     alarm = CURRENT.get()
-    if alarm is not None and getattr(response, "http_version", "") != "HTTP/2":
-        watch(alarm, getattr(response, "extensions", {}).get("network_stream"))
+    if alarm is not None:
+        watch_response(alarm, response)
 
 
 def hook(http_client: object) -> None:

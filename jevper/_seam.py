@@ -43,16 +43,9 @@ _PATHS: dict[Surface, tuple[str, ...]] = {
     "responses": ("responses", "create"),
     "messages": ("messages", "create"),
 }
-_UNREACHABLE = frozenset(
-    {
-        "APIConnectionError",
-        "APITimeoutError",
-        "TimeoutException",
-        "TransportError",
-        "TimeoutError",
-        "ConnectionError",
-    }
-)
+#: Exceptions meaning the server could not be reached (a timeout, any class named *Timeout*, is told
+#: apart first).
+_UNREACHABLE = frozenset({"APIConnectionError", "TransportError", "ConnectionError"})
 
 
 def prepare(
@@ -138,9 +131,8 @@ def _streamed(create: Callable[..., Any], kwargs: dict[str, Any], surface: Surfa
     armed = _deadline.CURRENT.set(alarm)
     try:
         with create(**kwargs) as response:
-            extensions = getattr(getattr(response, "http_response", None), "extensions", {})
-            if extensions.get("http_version") != b"HTTP/2":  # a shared HTTP/2 connection is not ours to cut
-                _deadline.watch(alarm, extensions.get("network_stream"))
+            # Already armed by the hook for an SDK client; this covers a client the hook cannot reach.
+            _deadline.watch_response(alarm, getattr(response, "http_response", None))
             for chunk in response.iter_bytes():
                 body += chunk
                 if len(body) > MAX_BODY_BYTES:
