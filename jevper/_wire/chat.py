@@ -7,7 +7,7 @@ from typing import Any, Final
 
 from jevper._wire import _read as r
 from jevper._wire._tokens import read_entries
-from jevper._wire.errors import embedded_error, provider_error
+from jevper._wire.errors import raise_embedded
 from jevper._wire.request import WireRequest
 from jevper._wire.result import WireResult, WireUsage
 
@@ -44,9 +44,7 @@ def build(request: WireRequest) -> dict[str, Any]:
 def read(body: Mapping[str, Any], *, model: str | None = None) -> WireResult:
     """Normalize a Chat Completions response body."""
     r.mapping(SURFACE, "the body", body)
-    error = embedded_error(body, model=model)
-    if error is not None:
-        raise provider_error(error, SURFACE)
+    raise_embedded(SURFACE, body, model=model)
     choices = r.seq(SURFACE, "choices", body.get("choices"))
     if not choices:
         raise r.malformed(SURFACE, "choices", "a non-empty list", choices)

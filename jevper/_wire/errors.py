@@ -110,6 +110,13 @@ def embedded_error(body: Mapping[str, Any], *, model: str | None = None) -> Erro
     return classify(ErrorBody(200, message, shape, _names(message, model)))
 
 
+def raise_embedded(surface: str, body: Mapping[str, Any], *, model: str | None = None) -> None:
+    """Raise the ProviderError that a 200 body carrying an error stands for; return for an answer."""
+    error = embedded_error(body, model=model)
+    if error is not None:
+        raise provider_error(error, surface)
+
+
 def classify(error: ErrorBody) -> ErrorBody:
     for wording in WORDINGS:
         if wording.status is not None and error.status is not None and wording.status != error.status:

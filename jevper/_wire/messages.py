@@ -7,7 +7,7 @@ from typing import Any, Final, Literal
 
 from jevper._errors import InvalidQuestionError
 from jevper._wire import _read as r
-from jevper._wire.errors import embedded_error, provider_error
+from jevper._wire.errors import raise_embedded
 from jevper._wire.request import WireRequest
 from jevper._wire.result import WireResult, WireUsage
 
@@ -97,9 +97,7 @@ def fold_bounds(schema: Mapping[str, Any]) -> dict[str, Any]:
 def read(body: Mapping[str, Any], *, model: str | None = None) -> WireResult:
     """Normalize a Messages body: text blocks are the answer, thinking blocks the trace."""
     r.mapping(SURFACE, "the body", body)
-    error = embedded_error(body, model=model)
-    if error is not None:
-        raise provider_error(error, SURFACE)
+    raise_embedded(SURFACE, body, model=model)
     blocks = r.seq(SURFACE, "content", body.get("content"))
     texts: list[str] = []
     traces: list[str] = []

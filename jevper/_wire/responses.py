@@ -8,7 +8,7 @@ from typing import Any, Final
 from jevper._wire import _read as r
 from jevper._wire._tokens import read_entries
 from jevper._wire.chat import split_inline_trace
-from jevper._wire.errors import embedded_error, provider_error
+from jevper._wire.errors import raise_embedded
 from jevper._wire.request import WireRequest
 from jevper._wire.result import TokenLogprob, WireResult, WireUsage
 
@@ -56,9 +56,7 @@ def build(request: WireRequest) -> dict[str, Any]:
 def read(body: Mapping[str, Any], *, model: str | None = None) -> WireResult:
     """Normalize a Responses body; reasoning items are read whatever their parts are called."""
     r.mapping(SURFACE, "the body", body)
-    error = embedded_error(body, model=model)
-    if error is not None:
-        raise provider_error(error, SURFACE)
+    raise_embedded(SURFACE, body, model=model)
     output = r.seq(SURFACE, "output", body.get("output"))
     texts: list[str] = []
     traces: list[str] = []
