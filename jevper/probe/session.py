@@ -129,7 +129,8 @@ def record(
             command=target.command,
             probes=results,
         )
-        provenance = _provenance(target, recording, timeout, wall, _is_whole(probes, catalogue))
+        whole = _is_whole(probes, catalogue)
+        provenance = _provenance(target, recording, timeout, wall, whole)
         merged = False
         if unanswered:
             destination = layout.partial_dir(target.key)
@@ -139,7 +140,7 @@ def record(
                 shutil.rmtree(destination)
             replace_dir(scratch, destination)
         else:
-            destination, merged = _install(scratch, target.key, recording, provenance, layout, catalogue)
+            destination, merged = _install(scratch, target.key, recording, provenance, layout, whole)
         return RunReport(recording, destination, not unanswered, unanswered, wall, merged)
     finally:
         if scratch.exists():
@@ -171,12 +172,11 @@ def _install(
     recording: Recording,
     provenance: dict[str, Any],
     layout: Layout,
-    catalogue: Catalogue,
+    whole: bool,
 ) -> tuple[Path, bool]:
     destination = layout.fixture_dir(key)
     results_path = layout.results_path(key)
-    selection = {r.id for r in recording.probes} < {p.id for p in catalogue.probes}
-    merge = selection and (results_path.exists() or destination.exists())
+    merge = not whole and (results_path.exists() or destination.exists())
     if merge:
         recording, provenance = _merge(scratch, destination, layout, recording, provenance)
     write_provenance(scratch / "provenance.json", provenance)
