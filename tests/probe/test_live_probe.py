@@ -15,13 +15,13 @@ from jevper.probe import cli
 from jevper.probe.catalogue import load_catalogue
 from jevper.probe.results import Layout, load_results
 from jevper.probe.runner import ProbeRun
-from jevper.probe.spawn import spawn_llamacpp
+from jevper.probe.spawn import DEFAULT_RELEASE, spawn_llamacpp
 
 pytestmark = pytest.mark.live
 
 CATALOGUE = load_catalogue()
 COMMITTED = Layout.repository()
-KEY = "llamacpp-b10434"
+KEY = f"llamacpp-{DEFAULT_RELEASE}"
 API_KEY = "sk-jevper-live-test-7f3a9c1e5b"
 #: Verdicts that do not depend on what the model chose to say (routes, statuses, refusals, shapes).
 DETERMINISTIC = [p.id for p in CATALOGUE.probes if p.deterministic]
@@ -82,7 +82,7 @@ def test_killing_the_server_mid_run_leaves_fixtures_untouched_and_names_the_prob
                 os.kill(pid, signal.SIGKILL)
 
         monkeypatch.setattr(cli, "_progress", progress_then_kill)
-        argv = ["--server", "llamacpp", "--base-url", server.base_url, "--server-version", "b10434"]
+        argv = ["--server", "llamacpp", "--base-url", server.base_url, "--server-version", DEFAULT_RELEASE]
         status = cli.main([*argv, "--out", str(out), "--only", "chat-*"])
     assert status == cli.EXIT_INCOMPLETE
     assert sorted(p.name for p in committed.iterdir()) == before

@@ -1,0 +1,80 @@
+"""A server that does not state its release stops the run before any probe is sent."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from jevper.probe import cli
+
+
+class _Llama(BaseHTTPRequestHandler):
+    """llama.cpp's discovery routes as a build without git metadata answers them."""
+
+    build_info = "b0-unknown"
+    posts: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        body = {"build_info": self.build_info} if self.path == "/props" else {"data": [{"id": "smollm2"}]}
+        payload = json.dumps(body).encode()
+        status = 200 if self.path in ("/props", "/v1/models") else 404
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def do_POST(self) -> None:
+        type(self).posts.append(self.path)
+        self.send_response(500)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def llama() -> Iterator[tuple[str, type[_Llama]]]:
+    handler = type("Handler", (_Llama,), {"posts": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", handler
+    finally:
+        server.shutdown()
+
+
+@pytest.mark.parametrize("build_info", ["b0-unknown", "b1-7e4c0a9"])
+def test_a_llamacpp_that_states_no_release_stops_the_run_and_asks_for_server_version(
+    llama: tuple[str, type[_Llama]], build_info: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, handler = llama
+    handler.build_info = build_info
+    status = cli.main(["--server", "llamacpp", "--base-url", url, "--out", str(tmp_path)])
+    assert status == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "does not state its release" in err and "--server-version" in err and "nothing was run" in err
+    assert handler.posts == []
+    assert not (tmp_path / "fixtures").exists() or not any((tmp_path / "fixtures").iterdir())
+
+
+def test_a_stated_release_is_read_from_the_build_before_its_commit(llama: tuple[str, type[_Llama]]) -> None:
+    url, handler = llama
+    handler.build_info = "b11549-3f2a1c0"
+    assert cli.discover_version(url, {}) == "b11549"
+
+
+@pytest.mark.parametrize(
+    ("value", "states"),
+    [("b11549-3f2a1c0", True), ("0.32.0", True), ("b0-unknown", False), ("b1-7e4c0a9", False), ("", False)],
+)
+def test_only_a_version_naming_a_release_counts_as_stated(value: str, states: bool) -> None:
+    assert cli.states_release(value) is states
