@@ -89,6 +89,19 @@ def json_prefill(a: Ask) -> str:
     return '{"choice": "' if a.question_type == "choice" else '{"score":'
 
 
+def answer_budget(a: Ask) -> int:
+    """Output tokens enough for the JSON answer with room to spare: its widest spelling at two
+    characters a token, plus 32. What a prefilled reply needs: it holds the answer and nothing else."""
+    if a.question_type == "noul":
+        widest: dict[str, object] = {"noul": 0.123456789 if a.kind == "structured" else False}
+    elif a.kind == "structured":
+        widest = dict.fromkeys(a.options, 0.123456789)
+    else:
+        key = "choice" if a.question_type == "choice" else "score"
+        widest = {key: max(a.options, key=len) if key == "choice" else len(a.options)}
+    return 32 + len(json.dumps(widest, indent=1)) // 2
+
+
 def label_grammar(labels: tuple[str, ...]) -> str:
     return "root ::= " + " | ".join(f'"{label}"' for label in labels)
 

@@ -11,7 +11,16 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from jevper._ask import MAX_LABELS, Ask, Kind, ask, json_prefill, label_grammar, render_example
+from jevper._ask import (
+    MAX_LABELS,
+    Ask,
+    Kind,
+    answer_budget,
+    ask,
+    json_prefill,
+    label_grammar,
+    render_example,
+)
 from jevper._distribution import make_answer
 from jevper._errors import (
     IncompleteAnswerError,
@@ -29,6 +38,10 @@ from jevper.models import Answer, Api, Example, Method, ReasoningConfig
 from jevper.questions import Question
 
 _DROPPABLE_ON_MESSAGES = frozenset({"output_config", "thinking"})
+#: Where a prefilled answer stops: an object closed at the end of a line (a raw newline cannot sit
+#: inside a JSON string). SmolLM2 writes on after its object, copying the prompt's JSON schema up to
+#: the 1024-token budget (70 s a call on two cores, past the 60 s timeout on a slower CPU).
+OBJECT_END = ("}\n",)
 
 
 @dataclass(frozen=True)
@@ -215,6 +228,9 @@ def _send(surface: Surface, request: WireRequest, trail: Trail) -> Generator[Cal
         text, how = with_prefill(result.text, request.prefill)
         trail.prefill_replies.append(how)
         result = replace(result, text=text)
+    if result.text is not None and result.stop_sequence is not None and result.stop_sequence in request.stop:
+        # The server leaves the stop sequence out of the text; it is the end of the answer's object.
+        result = replace(result, text=result.text + result.stop_sequence)
     return result
 
 
@@ -327,14 +343,18 @@ def _json(
     request = replace(
         _request(a, question, state, settings, qid), omit=memory.omitted(settings.model, surface)
     )
-    request = replace(request, prefill=_prefill(a, request, settings, surface, trail))
+    prefill = _prefill(a, request, settings, surface, trail)
+    if prefill is not None:
+        # The reply is the answer's object and nothing else: it ends where a line closes an object,
+        # within a budget sized to that object (a caller's max_tokens still wins).
+        request = replace(request, prefill=prefill, stop=OBJECT_END, max_tokens=answer_budget(a))
     # Under method="auto", a structured answer that cannot be read is asked again as discrete (one
     # option, a one-hot distribution): a weak model that cannot write probabilities can often name an
     # option, and a server that enforces no schema leaves nothing else to try.
     falls_back = settings.method == "auto" and kind == "structured"
     result = yield from _send_dropping(request, settings, memory, surface, trail)
     try:
-        return _read_json(result, a, falls_back), result
+        return _read_json(result, a, request, falls_back), result
     except Unreadable as first:
         trail.why.append(f"corrective retry: {first}")
         correction = f"That reply was not a valid answer: {first}. Reply with the JSON object only."
@@ -342,7 +362,7 @@ def _json(
         retry = replace(request, turns=(*request.turns, *previous, Turn("user", correction)))
         again = yield from _send_dropping(retry, settings, memory, surface, trail)
         try:
-            return _read_json(again, a, falls_back), again
+            return _read_json(again, a, retry, falls_back), again
         except Unreadable as second:
             if falls_back:
                 raise _Discrete(f"{second} after one corrective retry") from None
@@ -352,14 +372,14 @@ def _json(
             ) from None
 
 
-def _read_json(result: WireResult, a: Ask, falls_back: bool) -> dict[str, float]:
+def _read_json(result: WireResult, a: Ask, request: WireRequest, falls_back: bool) -> dict[str, float]:
     """Read a JSON answer; one that ran past the budget while writing answer text may fall back.
 
     A reply cut off while thinking (no answer text) stays an IncompleteAnswerError: a discrete
     question would spend its budget the same way.
     """
     try:
-        return read_json(result, a)
+        return read_json(result, a, opened=request.prefill is not None)
     except IncompleteAnswerError as cut:
         if falls_back and (result.text or "").strip():
             raise _Discrete(f"the answer ran past the output budget ({cut.finish!r})") from None

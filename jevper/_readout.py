@@ -151,15 +151,32 @@ def _logsumexp(values: list[float]) -> float:
     return top + math.log(sum(math.exp(v - top) for v in values))
 
 
-def read_json(result: WireResult, ask: Ask) -> dict[str, float]:
-    """The model's own numbers per option from a JSON answer (a one-hot for ``discrete``)."""
-    if result.truncated_by is not None:
-        raise incomplete(result)
+def read_json(result: WireResult, ask: Ask, *, opened: bool = False) -> dict[str, float]:
+    """The model's own numbers per option from a JSON answer (a one-hot for ``discrete``).
+
+    ``opened``: jevper opened the answer's object itself (a prefill), so the object the text starts
+    with is the answer, whole, whatever the model wrote after it, even past the output budget.
+    """
     text = (result.text or "").strip()
-    if not text:
-        raise no_text(result)
-    value = json_object(text)
+    value = leading_object(text) if opened else None
+    if value is None:
+        if result.truncated_by is not None:
+            raise incomplete(result)
+        if not text:
+            raise no_text(result)
+        value = json_object(text)
     return _structured(value, ask) if ask.kind == "structured" else _discrete(value, ask)
+
+
+def leading_object(text: str) -> dict[str, object] | None:
+    """The JSON object the text opens with, when it is closed; None otherwise."""
+    if not text.startswith("{"):
+        return None
+    try:
+        value, _ = json.JSONDecoder(object_pairs_hook=_unique_keys).raw_decode(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def json_object(text: str) -> dict[str, object]:

@@ -30,8 +30,10 @@ def build(request: WireRequest) -> dict[str, Any]:
         "system": request.system,
         "messages": turns,
         # The thinking budget must stay strictly below max_tokens, so it is added on top.
-        "max_tokens": DEFAULT_MAX_TOKENS + (budget or 0),
+        "max_tokens": (request.max_tokens or DEFAULT_MAX_TOKENS) + (budget or 0),
     }
+    if request.stop:
+        body["stop_sequences"] = list(request.stop)
     if budget is not None:
         body["thinking"] = {"type": "enabled", "budget_tokens": budget}
     if request.schema is not None:
@@ -113,6 +115,8 @@ def read(body: Mapping[str, Any], *, model: str | None = None) -> WireResult:
             if trace:
                 traces.append(trace)
     stop = r.opt_str(SURFACE, "stop_reason", body.get("stop_reason"))
+    # Anthropic's API says "stop_sequence" here, llama.cpp "end_turn"; both name the sequence below.
+    sequence = r.opt_str(SURFACE, "stop_sequence", body.get("stop_sequence"))
     return WireResult(
         surface=SURFACE,
         text="".join(texts) if texts else None,
@@ -125,6 +129,7 @@ def read(body: Mapping[str, Any], *, model: str | None = None) -> WireResult:
         content_types=tuple(types),
         usage=_usage(body),
         raw=body,
+        stop_sequence=sequence,
     )
 
 

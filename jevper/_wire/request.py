@@ -40,3 +40,5 @@ class WireRequest:
     extra_body: Mapping[str, Any] = field(default_factory=dict)  # the caller's own fields, merged last
     omit: frozenset[str] = frozenset()  # fields this server has refused before (server_limits)
     prefill: str | None = None  # Messages only: the opening of the answer, sent as a last assistant turn
+    stop: tuple[str, ...] = ()  # Messages only: where the answer ends (the server leaves it out)
+    max_tokens: int | None = None  # Messages only: the output budget, when the answer's size is known

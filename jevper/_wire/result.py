@@ -47,6 +47,7 @@ class WireResult:
     content_types: tuple[str, ...]  # block / part types seen
     usage: WireUsage
     raw: Mapping[str, Any]  # the parsed body, for evidence
+    stop_sequence: str | None = None  # the stop sequence that ended the answer, where the server says
 
 
 @dataclass(frozen=True)

@@ -178,7 +178,7 @@ def test_messages_through_the_anthropic_sdk_resolve_auto_to_structured_then_to_o
     response = jevper.system_one(state=state, questions={"intent": INTENT})
     sent = json.loads(vcr.requests[0].body)
     assert vcr.requests[0].path == "/v1/messages"
-    assert sent["max_tokens"] == 1024
+    assert sent["max_tokens"] == 70  # sized to the answer's object (1024 without a prefill)
     assert sent["system"].endswith("The customer is on the premium plan.")
     # The answer's opening goes last, as an assistant turn the model continues (no thinking asked).
     assert [m["role"] for m in sent["messages"]] == ["user", "user", "assistant"]
@@ -186,19 +186,25 @@ def test_messages_through_the_anthropic_sdk_resolve_auto_to_structured_then_to_o
     schema = sent["output_config"]["format"]["schema"]
     assert '"minimum":' not in json.dumps(schema) and "(minimum 0, maximum 1)" in json.dumps(schema)
     assert '"billing": null' in sent["messages"][0]["content"]  # the schema is kept in the prompt too
+    # A line that closes an object ends the reply: the server stops there, not at the output budget.
+    assert sent["stop_sequences"] == ["}\n"]
     # llama.cpp ignores output_config, and SmolLM2 copies the schema out of the prompt in place of the
-    # numbers, then keeps copying through the corrective retry until the budget runs out; auto then asks
-    # for one option, which the prefill turns into a one-word continuation.
+    # numbers until the answer-sized budget runs out; auto then asks for one option, which the prefill
+    # turns into a one-word continuation (the object the reply opens with is the answer).
     answer = response.answers["intent"]
     assert isinstance(answer, ChoiceAnswer)
     assert answer.method == "discrete"
     assert_valid(answer, INTENT.options)
     debug = response.debug["questions"]["intent"]
     assert debug["why"][0] == "messages carries no logprobs: answered with structured"
-    assert debug["why"][1].startswith("corrective retry: expected 'billing' to be a number, got {'type'")
-    assert "ran past the output budget ('max_tokens')" in debug["why"][2]
-    assert len(vcr.requests) == 3
-    fallback = json.loads(vcr.requests[2].body)
+    assert "ran past the output budget ('max_tokens')): answered with discrete" in debug["why"][1]
+    assert len(vcr.requests) == 2
+    replies = [json.loads(r["body"]["string"]) for r in vcr.responses]
+    # No reply ran long: b11549 wrote on to the 1024-token budget before (70 s a call).
+    first, second = (r["usage"]["output_tokens"] for r in replies)
+    assert first == 70 and second < 45
+    fallback = json.loads(vcr.requests[1].body)
+    assert fallback["stop_sequences"] == ["}\n"] and fallback["max_tokens"] == 45
     assert fallback["messages"][-1]["content"] == '{"choice": "'
     assert fallback["output_config"]["format"]["schema"]["properties"]["choice"]["enum"] == list(
         INTENT.options

@@ -9,7 +9,9 @@ Run: .venv/bin/python -m pytest tests/client/test_live_messages.py -m live -s [-
 
 from __future__ import annotations
 
+import itertools
 import math
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -54,12 +56,14 @@ def messages_client(server: SpawnedServer, **settings: Any) -> SystemOneClient:
 
 
 def sweep(
-    client_for_run: Callable[[], SystemOneClient], outcome: Callable[[SystemOneResponse], str]
+    client_for_run: Callable[[], SystemOneClient],
+    outcome: Callable[[SystemOneResponse], str],
+    runs: int = RUNS,
 ) -> Counter[str]:
-    """Ask the intent question RUNS times: a valid answer counts under `outcome`, a typed error under
+    """Ask the intent question `runs` times: a valid answer counts under `outcome`, a typed error under
     its class; any other error, or an invalid answer, fails the test."""
     counts: Counter[str] = Counter()
-    for _ in range(RUNS):
+    for _ in range(runs):
         try:
             response = client_for_run().system_one(state=STATE, questions={"intent": INTENT})
         except JevperError as error:
@@ -167,3 +171,39 @@ def test_twenty_fresh_clients_with_auto_on_the_messages_route_answer_or_raise_a_
     with capsys.disabled():
         print(f"\nmessages auto sampled, fresh clients: {dict(counts)}")
     assert sum(counts.values()) == RUNS
+
+
+def test_auto_with_the_default_budget_answers_greedy_questions_by_one_option_within_seconds(
+    llamacpp: SpawnedServer,
+) -> None:
+    """Without an output budget of the caller's, SmolLM2 wrote on after its object up to the default
+    1024 tokens (70 s a call here, past the 60 s timeout on a slower CPU). Each reply now ends where a
+    line closes its object, and the answer is the object the reply opens with."""
+    started = time.monotonic()
+    response = messages_client(llamacpp, extra_body={"temperature": 0}).system_one(
+        state=STATE, questions={"intent": INTENT}
+    )
+    took = time.monotonic() - started
+    answer = response.answers["intent"]
+    assert isinstance(answer, ChoiceAnswer)
+    assert_valid(answer)
+    assert answer.method == "discrete"
+    assert took < 30, f"{took:.1f} s"
+
+
+def test_auto_with_the_default_budget_ends_every_sampled_call_well_within_the_timeout(
+    llamacpp: SpawnedServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    times: list[float] = []
+
+    def timed() -> SystemOneClient:
+        times.append(time.monotonic())
+        return messages_client(llamacpp)
+
+    counts = sweep(timed, lambda response: f"answered by {response.answers['intent'].method}", runs=6)
+    times.append(time.monotonic())
+    took = [round(b - a, 1) for a, b in itertools.pairwise(times)]
+    with capsys.disabled():
+        print(f"\nmessages auto, default budget, fresh clients: {dict(counts)}; seconds per call {took}")
+    assert sum(counts.values()) == 6  # every run answered or raised a typed error, none a timeout
+    assert max(took) < 50

@@ -252,11 +252,21 @@ def test_messages_resolves_auto_to_structured_without_a_probe(loopback: Any) -> 
     assert (answer.method, answer.surface, answer.choice) == ("structured", "messages", "billing")
     assert response.usage.cached_tokens == 0 and response.usage.requests == 1
     sent = loopback.bodies("/messages")[0]
-    assert sent["max_tokens"] == 1024 and sent["system"].endswith("Premium.")
+    # The prefilled reply holds the answer's object only: 32 tokens plus half the characters of its
+    # widest spelling, {"billing": 0.123456789, ...} indented, instead of the 1024 sent otherwise.
+    assert sent["max_tokens"] == 70 and sent["stop_sequences"] == ["}\n"]
+    assert sent["system"].endswith("Premium.")
     assert all(m["role"] != "system" for m in sent["messages"])
     properties = sent["output_config"]["format"]["schema"]["properties"]
     assert properties["billing"] == {"type": "number", "description": "money (minimum 0, maximum 1)"}
     assert "JSON" in sent["messages"][0]["content"]  # the schema stays in the prompt as well
+
+
+def test_messages_without_a_prefill_asks_a_budget_of_1024_tokens(loopback: Any) -> None:
+    loopback.reply("/messages", 200, messages_body(JSON_ANSWER))
+    anthropic_client(loopback, prefill=False).system_one(state=STATE, questions={"q": INTENT})
+    sent = loopback.bodies("/messages")[0]
+    assert sent["max_tokens"] == 1024 and "stop_sequences" not in sent
 
 
 def test_messages_adds_the_thinking_budget_to_max_tokens_and_a_callers_max_tokens_wins(loopback: Any) -> None:
@@ -555,3 +565,82 @@ def test_auto_moves_off_a_client_without_responses_and_reads_plain_dicts() -> No
     assert "responses.create" in response.debug["route"]["why"]
     sent = client.sent[0]
     assert sent["model"] == "m" and sent["extra_body"]["logprobs"] is True and sent["timeout"] == 60.0
+
+
+# --- Messages: the prefilled object is the answer, and a line that closes it ends the reply ----------
+
+
+def stopped_at_object_end(text: str, how: str = "end_turn") -> dict[str, Any]:
+    """A reply cut at the stop sequence "}\\n", which the server leaves out of the text: llama.cpp b11549
+    says end_turn and names the sequence (measured), Anthropic's API says stop_sequence."""
+    body = messages_body(text, stop=how)
+    body["stop_sequence"] = "}\n"
+    return body
+
+
+@pytest.mark.parametrize("how", ["end_turn", "stop_sequence"])
+def test_a_prefilled_answer_stops_where_a_line_closes_its_object_and_the_end_is_put_back(
+    loopback: Any, how: str
+) -> None:
+    loopback.reply("/messages", 200, stopped_at_object_end('{"choice": "billing"', how))
+    response = anthropic_client(loopback, method="discrete").system_one(state=STATE, questions={"q": INTENT})
+    assert answers(response)["q"].choice == "billing"
+    assert loopback.bodies("/messages")[0]["stop_sequences"] == ["}\n"]
+
+
+def test_a_structured_answer_stopped_at_its_end_reads_the_whole_object(loopback: Any) -> None:
+    loopback.reply("/messages", 200, stopped_at_object_end(' 0.7, "technical": 0.2, "sales": 0.1'))
+    response = anthropic_client(loopback).system_one(state=STATE, questions={"q": INTENT})
+    assert answers(response)["q"].probabilities == pytest.approx(
+        {"billing": 0.7, "technical": 0.2, "sales": 0.1}
+    )
+
+
+def test_a_prefilled_answer_is_the_object_it_opens_with_nested_keys_and_run_on_text_after_it(
+    loopback: Any,
+) -> None:
+    # Recorded from SmolLM2 on llama.cpp b11549 (sampled): a whole object, then the prompt's schema copied.
+    run_on = (
+        '{"choice": "billing", "properties": {"type": "string", "enum": ["billing", "technical"]}}'
+        ' {"type": "object", "properties": {"choice": "billing"}}'
+    )
+    loopback.reply("/messages", 200, messages_body(run_on))
+    response = anthropic_client(loopback, method="discrete").system_one(state=STATE, questions={"q": INTENT})
+    assert answers(response)["q"].choice == "billing"
+    assert response.usage.requests == 1
+
+
+def test_a_prefilled_object_closed_before_the_budget_ran_out_is_read_not_reported_cut(loopback: Any) -> None:
+    run_on = '{"choice": "sales"}, {"choice": "sales"}, {"ch'
+    loopback.reply("/messages", 200, messages_body(run_on, "max_tokens"))
+    response = anthropic_client(loopback, method="discrete").system_one(state=STATE, questions={"q": INTENT})
+    assert answers(response)["q"].choice == "sales"
+
+
+def test_an_unclosed_prefilled_object_cut_by_the_budget_is_still_incomplete(loopback: Any) -> None:
+    loopback.reply("/messages", 200, messages_body('{"choice": "sales", "why": "because', "max_tokens"))
+    with pytest.raises(IncompleteAnswerError, match="max_tokens"):
+        anthropic_client(loopback, method="discrete").system_one(state=STATE, questions={"q": INTENT})
+
+
+def test_two_objects_without_a_prefill_stay_ambiguous(loopback: Any) -> None:
+    loopback.reply("/messages", 200, messages_body('{"choice": "sales"} {"choice": "billing"}'))
+    loopback.reply("/messages", 200, messages_body('{"choice": "sales"} {"choice": "billing"}'))
+    asked = anthropic_client(loopback, method="discrete", prefill=False)
+    with pytest.raises(MalformedAnswerError, match="2 JSON objects"):
+        asked.system_one(state=STATE, questions={"q": INTENT})
+    assert all("stop_sequences" not in body for body in loopback.bodies("/messages"))
+
+
+def test_a_stop_sequence_the_server_did_not_name_adds_nothing(loopback: Any) -> None:
+    # A reply that ended on its own keeps its text as it came.
+    loopback.reply("/messages", 200, messages_body('{"choice": "sales"}'))
+    response = anthropic_client(loopback, method="discrete").system_one(state=STATE, questions={"q": INTENT})
+    assert answers(response)["q"].choice == "sales"
+
+
+def test_a_callers_stop_sequences_win_over_jevpers(loopback: Any) -> None:
+    loopback.reply("/messages", 200, messages_body('{"choice": "sales"}'))
+    asked = anthropic_client(loopback, method="discrete", extra_body={"stop_sequences": ["\n\n"]})
+    asked.system_one(state=STATE, questions={"q": INTENT})
+    assert loopback.bodies("/messages")[0]["stop_sequences"] == ["\n\n"]
