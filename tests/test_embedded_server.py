@@ -54,8 +54,7 @@ def test_the_default_build_is_xllamacpp_and_reports_its_release_from_the_wheel_v
     assert build.package == "xllamacpp"
     assert build.program[1:] == ("-m", "jevper.probe.xllamacpp_server")
     assert build.key_in_env  # the key never reaches the process list
-    check_cpu(build, AVX2_ONLY, "x86_64")  # no prebuilt kernels: any CPU it installs on
-    check_cpu(build, frozenset({"fp", "asimd"}), "aarch64")
+    check_cpu(build, AVX2_ONLY, "x86_64")  # portable kernels: AVX2 is all it needs on x86-64
 
 
 def test_the_b10434_prebuilt_is_refused_without_avx512_naming_what_is_missing_and_what_runs() -> None:
@@ -196,3 +195,16 @@ def _alive(pid: int) -> bool:
     # A zombie has exited; it only waits for its (dead) parent's reaping.
     with open(f"/proc/{pid}/stat") as stat:
         return stat.read().split(") ", 1)[1][:1] != "Z"
+
+
+def test_the_default_build_is_refused_on_an_x86_cpu_without_avx2_naming_the_way_out() -> None:
+    build = xllamacpp_build()
+    if not build.cpu_flags:  # aarch64: nothing to check
+        check_cpu(build, frozenset(), "aarch64")
+        return
+    pre_haswell = AVX2_ONLY - {"avx2", "fma", "bmi2"}
+    with pytest.raises(SpawnError) as refused:
+        check_cpu(build, pre_haswell, "x86_64")
+    message = str(refused.value)
+    assert "avx2, bmi2, fma" in message
+    assert "--release b11434" in message and "--base-url" in message

