@@ -7,9 +7,8 @@ alike by construction.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Generator
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from jevper._ask import (
     MAX_LABELS,
@@ -30,11 +29,12 @@ from jevper._errors import (
     ProviderError,
 )
 from jevper._memory import Memory
+from jevper._options import Options
 from jevper._prompt import StateTurns, derived_cache_key, layout, state_turns
 from jevper._readout import Unreadable, read_json, read_labels
 from jevper._wire import Surface, Turn, WireRequest, WireResult
 from jevper._wire.messages import with_prefill
-from jevper.models import Answer, Api, Example, Method, ReasoningConfig
+from jevper.models import Answer, Example
 from jevper.questions import Question
 
 _DROPPABLE_ON_MESSAGES = frozenset({"output_config", "thinking"})
@@ -42,22 +42,6 @@ _DROPPABLE_ON_MESSAGES = frozenset({"output_config", "thinking"})
 #: inside a JSON string). SmolLM2 writes on after its object, copying the prompt's JSON schema up to
 #: the 1024-token budget (70 s a call on two cores, past the 60 s timeout on a slower CPU).
 OBJECT_END = ("}\n",)
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Everything a call is asked with, after per-call overrides."""
-
-    model: str
-    method: Method
-    api: Api
-    extra_body: Mapping[str, Any]
-    top_logprobs: int
-    normalize: bool
-    examples: tuple[Example, ...]
-    prompt_cache_key: str | None
-    reasoning: ReasoningConfig | None
-    prefill: bool = True  # Messages surface: open the JSON answer in a last assistant turn
 
 
 @dataclass(frozen=True)
@@ -78,7 +62,7 @@ class Trail:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Answered:
     answer: Answer
     trail: Trail
     surface: Surface
@@ -97,14 +81,14 @@ class _Discrete(Exception):
     """method="auto": the structured JSON answer could not be read; ask for one option and remember it."""
 
 
-Step = Generator[Call, WireResult, Outcome]
+Step = Generator[Call, WireResult, Answered]
 
 
 #: A question moves surface at most once, falls back to JSON at most once and to discrete at most once.
 _MAX_ROUNDS = 4
 
 
-def answer(question: Question, state: StateTurns, settings: Settings, memory: Memory, qid: str) -> Step:
+def answer(question: Question, state: StateTurns, settings: Options, memory: Memory, qid: str) -> Step:
     trail = Trail()
     tried: set[tuple[Surface, Kind]] = set()
     for _ in range(_MAX_ROUNDS):
@@ -139,19 +123,19 @@ def answer(question: Question, state: StateTurns, settings: Settings, memory: Me
         built = make_answer(
             question,
             raw,
-            normalize=settings.normalize,
+            normalize=settings.normalize_probabilities,
             method=method,
             surface=surface,
             reasoning=result.reasoning,
         )
-        return Outcome(built, trail, surface, method)
+        return Answered(built, trail, surface, method)
     raise LabelReadoutError(
         f"question {qid!r}: expected a surface and method to settle, got {'; '.join(trail.why)}; "
         "set api= and method= explicitly"
     )
 
 
-def _kind(question: Question, settings: Settings, memory: Memory, surface: Surface, trail: Trail) -> Kind:
+def _kind(question: Question, settings: Options, memory: Memory, surface: Surface, trail: Trail) -> Kind:
     method = settings.method
     if method in ("structured", "discrete"):
         return "structured" if method == "structured" else "discrete"
@@ -185,7 +169,7 @@ def _once(trail: Trail, why: str) -> None:
         trail.why.append(why)
 
 
-def _request(a: Ask, question: Question, state: StateTurns, settings: Settings, qid: str) -> WireRequest:
+def _request(a: Ask, question: Question, state: StateTurns, settings: Options, qid: str) -> WireRequest:
     examples = _examples(a, question, settings.examples, qid)
     prompt = layout(a.system, examples, a.question, state)
     key = settings.prompt_cache_key or derived_cache_key(
@@ -234,7 +218,7 @@ def _send(surface: Surface, request: WireRequest, trail: Trail) -> Generator[Cal
     return result
 
 
-def _prefill(a: Ask, request: WireRequest, settings: Settings, surface: Surface, trail: Trail) -> str | None:
+def _prefill(a: Ask, request: WireRequest, settings: Options, surface: Surface, trail: Trail) -> str | None:
     """The answer opening to send, or None: Messages only, and never alongside thinking."""
     if surface != "messages" or not settings.prefill:
         return None
@@ -248,7 +232,7 @@ def _prefill(a: Ask, request: WireRequest, settings: Settings, surface: Surface,
     return trail.prefill
 
 
-def _caller_field(error: ProviderError, settings: Settings) -> ProviderError:
+def _caller_field(error: ProviderError, settings: Options) -> ProviderError:
     """A refusal of a field the caller put in extra_body is reported as the caller's own."""
     if error.kind != "field_refused" or error.field not in settings.extra_body:
         return error
@@ -264,7 +248,7 @@ def _caller_field(error: ProviderError, settings: Settings) -> ProviderError:
 
 
 def _label(
-    question: Question, state: StateTurns, settings: Settings, surface: Surface, qid: str, trail: Trail
+    question: Question, state: StateTurns, settings: Options, surface: Surface, qid: str, trail: Trail
 ) -> Generator[Call, WireResult, tuple[dict[str, float], WireResult, str]]:
     method = "grammar" if settings.method == "grammar" else "logprobs"
     a = ask(question, "label", grammar=method == "grammar")
@@ -307,7 +291,7 @@ def _label(
     return raw, again, "grammar" if retry_grammar else method
 
 
-def _no_distribution_route(error: ProviderError, settings: Settings, surface: Surface) -> None:
+def _no_distribution_route(error: ProviderError, settings: Options, surface: Surface) -> None:
     # A refusal of the caller's own top_logprobs value is theirs to fix; only a route that will not
     # carry logprobs at all moves the readout.
     refused_logprobs = error.kind == "logprobs_refused"
@@ -321,7 +305,7 @@ def _no_distribution_route(error: ProviderError, settings: Settings, surface: Su
         )
 
 
-def _no_distribution(why: str, settings: Settings, surface: Surface) -> None:
+def _no_distribution(why: str, settings: Options, surface: Surface) -> None:
     if settings.api == "auto" and surface != "chat_completions":
         raise _Move(f"the label readout needs a distribution: {why}")
     if settings.method == "auto":
@@ -333,7 +317,7 @@ def _json(
     question: Question,
     kind: Kind,
     state: StateTurns,
-    settings: Settings,
+    settings: Options,
     memory: Memory,
     surface: Surface,
     qid: str,
@@ -387,7 +371,7 @@ def _read_json(result: WireResult, a: Ask, request: WireRequest, falls_back: boo
 
 
 def _send_dropping(
-    request: WireRequest, settings: Settings, memory: Memory, surface: Surface, trail: Trail
+    request: WireRequest, settings: Options, memory: Memory, surface: Surface, trail: Trail
 ) -> Generator[Call, WireResult, WireResult]:
     """Send; on the Messages surface a 400 for output_config or thinking drops that field once."""
     try:
@@ -412,7 +396,7 @@ def _send_dropping(
         raise _caller_field(error, settings) from None
 
 
-def _no_distribution_route_json(error: ProviderError, settings: Settings, surface: Surface) -> None:
+def _no_distribution_route_json(error: ProviderError, settings: Options, surface: Surface) -> None:
     if error.kind == "missing_route" and settings.api == "auto" and surface != "chat_completions":
         raise _Move(f"the route is missing ({_said(error)})")
 

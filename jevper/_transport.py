@@ -21,6 +21,7 @@ import email.utils
 import inspect
 import json
 import math
+import random
 import time
 import weakref
 from collections.abc import Callable, Mapping
@@ -239,12 +240,12 @@ def _retry(
         return error, None
     if error.kind == "unreachable":
         # A refused or reset connection is worth another try.
-        return error, _backoff(attempt)
-    if error.status not in _RETRY_STATUSES:
+        return error, retry_delay(attempt, None)
+    if not should_retry(error.status):
         return error, None
     after = _retry_after(exc)
     if after is None:
-        return error, _backoff(attempt)
+        return error, retry_delay(attempt, None)
     if after > RETRY_AFTER_CAP_S:
         waited = ProviderError(
             f"{error}; the server asked to retry after {after:g} s, longer than the {RETRY_AFTER_CAP_S:g} s "
@@ -255,11 +256,25 @@ def _retry(
             field=error.field,
         )
         return waited, None
-    return error, after
+    return error, retry_delay(attempt, after)
 
 
-def _backoff(attempt: int) -> float:
-    return float(min(0.5 * 2**attempt, 8.0))
+def should_retry(status: int | None) -> bool:
+    """A status that means "not now"; a 400 or any other refusal is the answer, never retried."""
+    return status in _RETRY_STATUSES
+
+
+#: How far the delays of retries that would fall together are spread: questions of one call that meet
+#: the same 429 would otherwise all come back at the same instant, and meet it again.
+JITTER = 0.25
+
+
+def retry_delay(attempt: int, retry_after: float | None, rand: Callable[[], float] = random.random) -> float:
+    """Seconds to wait before retry number ``attempt + 1``: the server's Retry-After, stretched by up to
+    JITTER (never shorter than asked), or an exponential backoff, shortened by up to JITTER."""
+    if retry_after is not None:
+        return retry_after * (1 + JITTER * rand())
+    return float(min(0.5 * 2**attempt, 8.0)) * (1 - JITTER * rand())
 
 
 def _retry_after(exc: Exception) -> float | None:

@@ -1,0 +1,86 @@
+"""What the blocking and the async client share: their options, the plan of a call, the answer's assembly.
+
+``SystemOneClient`` and ``AsyncSystemOneClient`` add only their send loops, as httpx's ``Client`` and
+``AsyncClient`` do over its ``BaseClient``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Unpack
+
+from jevper._engine import Answered
+from jevper._errors import InvalidQuestionError
+from jevper._memory import Memory
+from jevper._options import ClientOptions, Options, Overrides
+from jevper._prompt import StateTurns, state_turns
+from jevper._usage import total
+from jevper.models import State, SystemOneResponse
+from jevper.questions import Question, as_question
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One call: its options after overrides, the state's turns, and the questions in order."""
+
+    options: Options
+    state: StateTurns
+    questions: tuple[tuple[str, Question], ...]
+
+
+class BaseClient:
+    def __init__(self, client: object, *, model: str, **options: Unpack[ClientOptions]) -> None:
+        self._client = client
+        self._options = Options.of(model, options)
+        self._memory = Memory()
+
+    @property
+    def options(self) -> Options:
+        """The options every call starts from (a frozen value; a call's overrides replace fields)."""
+        return self._options
+
+    def _plan(self, state: State, questions: Mapping[str, object], overrides: Overrides) -> Plan:
+        if not isinstance(questions, Mapping) or not questions:
+            raise InvalidQuestionError(
+                f"questions: expected a non-empty mapping of question id to question, got {questions!r:.80}"
+            )
+        options = self._options.overridden(overrides)
+        asked = tuple((str(qid), as_question(str(qid), q)) for qid, q in questions.items())
+        return Plan(options, state_turns(state), asked)
+
+    def _assemble(self, plan: Plan, answered: Sequence[Answered]) -> SystemOneResponse:
+        memory, model = self._memory, plan.options.model
+        answers = {qid: one.answer for (qid, _), one in zip(plan.questions, answered, strict=True)}
+        reasoning = {qid: a.reasoning for qid, a in answers.items() if a.reasoning is not None}
+        limits: dict[str, str] = {}
+        for one in answered:
+            limits.update(memory.server_limits(model, one.surface))
+        route = memory.routes.get(model)
+        debug: dict[str, Any] = {
+            "questions": {
+                qid: {
+                    "method": one.method,
+                    "surface": one.surface,
+                    "requests": one.trail.requests,
+                    "why": list(one.trail.why),
+                    "prefill": _prefill_debug(one),
+                }
+                for (qid, _), one in zip(plan.questions, answered, strict=True)
+            },
+            "server_limits": limits,
+        }
+        if plan.options.api == "auto":
+            debug["route"] = {
+                "surface": memory.route(model),
+                "why": route.why if route else "preferred surface",
+            }
+        usage = total(r for one in answered for r in one.trail.results)
+        return SystemOneResponse(answers=answers, usage=usage, reasoning=reasoning, debug=debug)
+
+
+def _prefill_debug(answered: Answered) -> dict[str, Any] | None:
+    """What opening was sent on the Messages surface, and how each reply treated it."""
+    if answered.trail.prefill is None:
+        return None
+    return {"sent": answered.trail.prefill, "replies": list(answered.trail.prefill_replies)}
