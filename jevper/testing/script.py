@@ -10,6 +10,7 @@ import asyncio
 import http
 import json
 import threading
+import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -25,6 +26,7 @@ class Request:
     path: str  # without the /fault/<spec> prefix and without the query
     headers: Mapping[str, str]
     body: bytes
+    received_at: float = field(default_factory=time.monotonic)  # when the server had read it
 
     def json(self) -> Any:
         try:

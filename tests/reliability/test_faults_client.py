@@ -2,7 +2,7 @@
 JevperError naming expected and arrived, within the timeout and the bounded retries, and never a
 distribution that is not one.
 
-Retries are jevper's (jevper/_seam.py): the SDK client's own are turned off per request and jevper makes
+Retries are jevper's (jevper/_transport.py): the SDK client's own are turned off per request and jevper makes
 as many as the client's max_retries says, only for 408/409/429/502/503/504 and broken connections.
 """
 
@@ -27,7 +27,7 @@ from jevper import (
     ProviderError,
     SystemOneClient,
 )
-from jevper._seam import MAX_BODY_BYTES
+from jevper._transport import MAX_BODY_BYTES
 from jevper.testing.faults import FAULTS, HUGE_BYTES, RETRY_AFTER_S, FaultServer
 
 TIMEOUT = 1.0
