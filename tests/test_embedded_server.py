@@ -10,21 +10,18 @@ from pathlib import Path
 import httpx
 import pytest
 
-from jevper.probe.spawn import (
+from jevper.probe.servers import SpawnedServer, SpawnError
+from jevper.probe.servers.llamacpp import (
     DEFAULT_RELEASE,
-    KEEP_LOGS,
     SKULK_CPU_FLAGS,
     LlamaBuild,
-    SpawnedServer,
-    SpawnError,
     check_cpu,
     cpu_flags,
-    embedded_model_path,
-    exit_words,
-    new_log,
     spawn_llamacpp,
     xllamacpp_build,
 )
+from jevper.probe.servers.model import embedded_model_path
+from jevper.probe.servers.process import KEEP_LOGS, exit_words, new_log
 
 #: An AMD EPYC (Zen 3) as Linux lists it: AVX2, no AVX-512 (the machine issue 12 was found on).
 AVX2_ONLY = frozenset(
@@ -90,7 +87,7 @@ def test_the_cpu_flags_are_read_from_the_flags_line_of_cpuinfo(tmp_path: Path) -
 def test_spawn_refuses_a_prebuilt_the_cpu_cannot_run_before_starting_anything(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import jevper.probe.spawn as spawn
+    import jevper.probe.servers.llamacpp as spawn
 
     monkeypatch.setattr(spawn, "cpu_flags", lambda: AVX2_ONLY)
     monkeypatch.setattr(spawn.platform, "machine", lambda: "x86_64")
@@ -164,7 +161,7 @@ def test_a_spawned_server_dies_with_a_parent_killed_without_unwinding(tmp_path: 
     # parent-death signal can stop the server it started.
     script = (
         "import sys, time\n"
-        "from jevper.probe.spawn import spawn_llamacpp\n"
+        "from jevper.probe.servers.llamacpp import spawn_llamacpp\n"
         "with spawn_llamacpp() as server:\n"
         "    print(server.extra['pid'], flush=True)\n"
         "    time.sleep(600)\n"

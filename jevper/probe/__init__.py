@@ -1,1 +1,2 @@
-"""The server-conformance probe harness: 45 canonical requests, recorded, classified and reported."""
+"""The server-conformance probe harness: a catalogue of requests (the canonical ones and more), recorded,
+classified and reported."""

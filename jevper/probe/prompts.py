@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from jevper.probe.catalogue import Surface
+from jevper._wire import Surface
 
 SYSTEM = "You classify customer messages. Reply with the letter of exactly one option and nothing else."
 QUESTION = (

@@ -13,7 +13,7 @@ from typing import Any
 
 from jevper.probe.agreement import agrees
 from jevper.probe.catalogue import CatalogueError, load_catalogue, read_data
-from jevper.probe.results import OUTCOMES, UNANSWERED, Outcome, ProbeResult, Recording
+from jevper.probe.recording import OUTCOMES, UNANSWERED, Outcome, ProbeResult, Recording
 
 TRANSCRIBED_FROM = "transcribed from the reference document"
 

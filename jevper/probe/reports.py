@@ -15,8 +15,9 @@ from tabulate import tabulate
 from jevper.probe import diff, html
 from jevper.probe.agreement import RULES
 from jevper.probe.catalogue import Catalogue, load_catalogue
+from jevper.probe.recording import Layout, Recording, iter_recordings
 from jevper.probe.reference import TRANSCRIBED_FROM, load_reference, transcribed_recording
-from jevper.probe.results import Layout, Recording, iter_recordings
+from jevper.probe.text import table_cell
 
 REPORT_COMMAND = "python -m jevper.probe report"
 DOCS_BEGIN = "<!-- generated: "
@@ -33,9 +34,8 @@ _ENV = jinja2.Environment(
 )
 
 
-def _cell(text: str, limit: int = CELL) -> str:
-    text = " ".join(text.split()).replace("|", "\\|")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def cell_text(text: str, limit: int = CELL) -> str:
+    return table_cell(text, limit)
 
 
 def columns(layout: Layout) -> list[Recording]:
@@ -79,7 +79,7 @@ def topic_table(
             if result is None:
                 row.append("not recorded")
                 continue
-            text = _cell(result.verdict)
+            text = cell_text(result.verdict)
             if link and recording.provenance == "recorded":
                 text = f"{text} ([evidence]({recording.key}.md#{probe.id}))"
             elif recording.provenance == "transcribed" and result.outcome == "not-run":
@@ -95,7 +95,7 @@ def render_recording(recording: Recording, catalogue: Catalogue) -> str:
         probes=catalogue.probes,
         command=REPORT_COMMAND,
         provenance=provenance_line(recording),
-        cell=_cell,
+        cell=cell_text,
         rules=RULES,
     )
 
@@ -162,7 +162,7 @@ def print_matrix(recording: Recording, catalogue: Catalogue | None = None) -> No
     print(f"\nCapability matrix: {provenance_line(recording)}")
     for topic in catalogue.topics:
         rows = [
-            [probe.id, result.outcome, _cell(result.verdict, 70)]
+            [probe.id, result.outcome, cell_text(result.verdict, 70)]
             for probe in catalogue.probes
             if probe.topic == topic.id and (result := recording.result(probe.id)) is not None
         ]

@@ -19,11 +19,11 @@ import vcr
 from vcr.errors import CannotOverwriteExistingCassetteException
 
 from jevper import _deadline
+from jevper.probe.cassettes import CASSETTE_SUFFIX, cassette, load_exchanges
 from jevper.probe.catalogue import Catalogue, Probe
 from jevper.probe.classifiers import Verdict, classify
 from jevper.probe.compose import requests_for
 from jevper.probe.presets import Preset
-from jevper.probe.recording import CASSETTE_SUFFIX, cassette, load_exchanges
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,6 @@
-"""A whole run: record every selected probe into a scratch folder, then move it into place.
-
-Fixtures are replaced only by a run in which every probe got an answer; anything less is written
-beside them as `<key>.partial/`, so a committed recording is never overwritten by half a run.
-A selection (`--only`) that answers in full is merged into the existing recording: its probes'
-cassettes and verdicts replace the old ones, every other file is kept as it was, and the run is
-listed under `updates` in provenance.json and the results index, naming the probes it answered.
-Replay sends the same requests against the committed cassettes with the network untouched.
+"""The workflows: record a server (reach it, name its release, run the probes, install the run) and
+replay a recording offline. Where things go on disk is ``recording``'s business; sending is
+``runner``'s; this module only puts them in order.
 """
 
 from __future__ import annotations
@@ -17,27 +12,38 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
 
 import jevper
+from jevper.probe.cassettes import make_vcr
 from jevper.probe.catalogue import Catalogue, Probe
 from jevper.probe.presets import Preset, get_preset, reproducible_fields
-from jevper.probe.recording import CASSETTE_SUFFIX, make_vcr
-from jevper.probe.reference import annotate
-from jevper.probe.results import (
+from jevper.probe.recording import (
     UNANSWERED,
     Layout,
     ProbeResult,
+    Provenance,
     Recording,
-    Update,
-    load_results,
+    Run,
+    check_merge,
+    install,
+    install_partial,
     read_provenance,
     recording_key,
-    replace_dir,
-    save_results,
-    write_provenance,
 )
+from jevper.probe.reference import annotate
 from jevper.probe.runner import ProbeRun, Progress, cassette_path, run_probes
+from jevper.probe.servers import SpawnedServer
+
+
+class SessionError(RuntimeError):
+    """A run that cannot start: the server is unreachable or does not say its release. Nothing was sent."""
+
+    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
 
 
 @dataclass(frozen=True)
@@ -56,10 +62,6 @@ class Target:
         return recording_key(self.preset.name, self.release)
 
 
-class MergeError(ValueError):
-    """A selection cannot be merged into the existing recording; the message says why and what to do."""
-
-
 @dataclass(frozen=True)
 class RunReport:
     recording: Recording
@@ -68,6 +70,47 @@ class RunReport:
     not_run: tuple[str, ...]
     wall_time_s: float
     merged: bool = False  # the selection went into an existing recording, which kept its other probes
+
+
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    return {"authorization": f"Bearer {api_key}", "x-api-key": api_key} if api_key else {}
+
+
+def target_of(
+    preset: Preset,
+    *,
+    command: str,
+    api_key: str | None,
+    release: str | None = None,
+    server: SpawnedServer | None = None,
+) -> Target:
+    """The server to record: reachable, and with a release it states (or that was given, or that the
+    spawner knows); a SessionError says why not, before any probe is sent."""
+    headers = auth_headers(api_key)
+    try:
+        httpx.get(f"{preset.base_url}/models", headers=headers, timeout=10.0)
+    except httpx.HTTPError as exc:
+        unreachable = f"server unreachable at {preset.base_url}: {exc}; nothing was run"
+        raise SessionError(unreachable, unreachable=True) from exc
+    named = release or (server.version if server else None) or preset.stated_release(headers)
+    if named is None:
+        raise SessionError(
+            f"{preset.name} at {preset.base_url} does not state its release (a llama.cpp built without git "
+            "metadata says b0-unknown): pass --server-version, e.g. --server-version b11549; nothing was run"
+        )
+    return Target(
+        preset=preset,
+        release=named,
+        model_name=server.model_name if server else preset.model,
+        command=command,
+        server_command=server.command if server else (),
+        # The process id says nothing about the server; provenance keeps the rest.
+        extra={k: v for k, v in server.extra.items() if k != "pid"} if server else {},
+    )
+
+
+def is_whole(probes: Sequence[Probe], catalogue: Catalogue) -> bool:
+    return {p.id for p in probes} >= {p.id for p in catalogue.probes}
 
 
 def _result(run: ProbeRun, server: str) -> ProbeResult:
@@ -98,20 +141,19 @@ def record(
     progress: Progress | None = None,
 ) -> RunReport:
     """Run the probes live and write cassettes, provenance and the results index."""
-    check_merge(target, probes, catalogue=catalogue, layout=layout)
+    whole = is_whole(probes, catalogue)
+    check_merge(layout, target.key, target.preset.model, whole=whole)
     layout.fixtures_root.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{target.key}.recording-", dir=layout.fixtures_root))
-    secrets = [api_key] if api_key else []
-    headers = {"authorization": f"Bearer {api_key}", "x-api-key": api_key} if api_key else {}
     started = time.monotonic()
     try:
         runs = run_probes(
             probes,
             catalogue=catalogue,
             preset=target.preset,
-            recorder=make_vcr(record=True, secrets=secrets),
+            recorder=make_vcr(record=True, secrets=[api_key] if api_key else []),
             folder=scratch,
-            headers=headers,
+            headers=auth_headers(api_key),
             timeout=timeout,
             progress=progress,
         )
@@ -129,151 +171,35 @@ def record(
             command=target.command,
             probes=results,
         )
-        whole = _is_whole(probes, catalogue)
-        provenance = _provenance(target, recording, timeout, wall, whole)
-        merged = False
+        provenance = Provenance(recording.key, "recorded live", _run(target, recording, timeout, wall, whole))
         if unanswered:
-            destination = layout.partial_dir(target.key)
-            save_results(recording, scratch / "results.json")
-            write_provenance(scratch / "provenance.json", provenance)
-            if destination.exists():
-                shutil.rmtree(destination)
-            replace_dir(scratch, destination)
-        else:
-            destination, merged = _install(scratch, target.key, recording, provenance, layout, whole)
-        return RunReport(recording, destination, not unanswered, unanswered, wall, merged)
+            partial = install_partial(scratch, layout, recording, provenance)
+            return RunReport(recording, partial, False, unanswered, wall)
+        destination, merged = install(scratch, layout, recording, provenance, whole=whole)
+        return RunReport(recording, destination, True, (), wall, merged)
     finally:
         if scratch.exists():
             shutil.rmtree(scratch)
 
 
-def _is_whole(probes: Sequence[Probe], catalogue: Catalogue) -> bool:
-    return {p.id for p in probes} >= {p.id for p in catalogue.probes}
-
-
-def check_merge(target: Target, probes: Sequence[Probe], *, catalogue: Catalogue, layout: Layout) -> None:
-    """Refuse, before anything is sent, a selection whose answers would sit in one recording with
-    answers from another model (the key names the server and release, not the model)."""
-    results_path = layout.results_path(target.key)
-    if _is_whole(probes, catalogue) or not results_path.exists():
-        return
-    existing = load_results(results_path)
-    if existing.model != target.preset.model:
-        raise MergeError(
-            f"{target.key} was recorded with model {existing.model!r}, this run asks "
-            f"{target.preset.model!r}: --only would mix the two in one recording; "
-            f"pass --model {existing.model}, run every probe, or write elsewhere with --out"
-        )
-
-
-def _install(
-    scratch: Path,
-    key: str,
-    recording: Recording,
-    provenance: dict[str, Any],
-    layout: Layout,
-    whole: bool,
-) -> tuple[Path, bool]:
-    destination = layout.fixture_dir(key)
-    results_path = layout.results_path(key)
-    merge = not whole and (results_path.exists() or destination.exists())
-    if merge:
-        recording, provenance = _merge(scratch, destination, layout, recording, provenance)
-    write_provenance(scratch / "provenance.json", provenance)
-    if layout.results_root is None:
-        save_results(recording, scratch / "results.json")
-    # One rename puts the folder in place; until then the old one stands untouched.
-    replace_dir(scratch, destination)
-    if layout.results_root is not None:
-        save_results(recording, results_path)
-    return destination, merge
-
-
-def _merge(
-    scratch: Path,
-    destination: Path,
-    layout: Layout,
-    recording: Recording,
-    provenance: dict[str, Any],
-) -> tuple[Recording, dict[str, Any]]:
-    """The existing recording with this selection's answers in place of its old ones, built in
-    `scratch` (which holds the new cassettes): the index and provenance it should now carry."""
-    results_path = layout.results_path(recording.key)
-    old = load_results(results_path) if results_path.exists() else _unindexed(recording, destination)
-    fresh = {r.id: r for r in recording.probes}
-    owned = {f"{probe_id}{CASSETTE_SUFFIX}" for probe_id in fresh} | {"provenance.json"}
-    if layout.results_root is None:
-        owned.add("results.json")
-    if destination.exists():
-        for item in destination.iterdir():
-            if item.name not in owned:
-                copy = shutil.copytree if item.is_dir() else shutil.copy2
-                copy(item, scratch / item.name)
-    probes = tuple(fresh.get(r.id, r) for r in old.probes)
-    probes += tuple(r for r in recording.probes if old.result(r.id) is None)
-    update = Update(recording.recorded_on, recording.command, tuple(sorted(fresh)))
-    merged = replace(old, probes=probes, updates=(*_minus(old.updates, fresh), update))
-
-    previous = _provenance_of(old, destination / "provenance.json")
-    earlier = previous.pop("updates", [])
-    if "updated_probes" in previous:
-        # Written by an earlier jevper, which kept only the last selection's date and probe ids.
-        legacy = {"recorded_on": previous.pop("updated_on", None), "probes": previous.pop("updated_probes")}
-        earlier.append(legacy)
-    # The header keeps describing the first run; each later run says what it was and which probes it owns.
-    run = {k: v for k, v in provenance.items() if k not in ("key", "how")}
-    kept = [{**u, "probes": [p for p in u["probes"] if p not in fresh]} for u in earlier]
-    updates = [u for u in kept if u["probes"]] + [{**run, "probes": list(update.probes)}]
-    return merged, {**previous, "updates": updates}
-
-
-def _unindexed(recording: Recording, destination: Path) -> Recording:
-    """A fixture folder without its results index: no verdicts to keep (its cassettes are kept all
-    the same), and the run that made it as its provenance file tells, when there is one."""
-    path = destination / "provenance.json"
-    told = read_provenance(path) if path.exists() else {}
-    header = {f: told[f] for f in ("model_name", "recorded_on", "command") if isinstance(told.get(f), str)}
-    return replace(recording, probes=(), **header)
-
-
-def _provenance_of(recording: Recording, path: Path) -> dict[str, Any]:
-    """The recording's provenance file, or what its index says of the run when there is none."""
-    if path.exists():
-        return read_provenance(path)
-    fields = ("key", "server", "release", "model", "model_name", "recorded_on", "command")
-    return {"how": "recorded live; no provenance file was kept", **{f: getattr(recording, f) for f in fields}}
-
-
-def _minus(updates: tuple[Update, ...], rerun: Mapping[str, object]) -> tuple[Update, ...]:
-    """The earlier updates without the probes run again; one left with none is dropped."""
-    kept = (replace(u, probes=tuple(p for p in u.probes if p not in rerun)) for u in updates)
-    return tuple(u for u in kept if u.probes)
-
-
-def _provenance(
-    target: Target, recording: Recording, timeout: float, wall: float, full: bool
-) -> dict[str, Any]:
-    return {
-        "key": recording.key,
-        "how": "recorded live",
-        "server": recording.server,
-        "release": recording.release,
-        "model": recording.model,
-        "model_name": recording.model_name,
-        "recorded_on": recording.recorded_on,
-        "command": recording.command,
-        "server_command": " ".join(target.server_command) or None,
-        "base_url": _portless(target.preset.base_url),
-        "flags": {"timeout_s": timeout, "all_probes": full, **dict(target.extra)},
-        "reproducible": dict(reproducible_fields()),
-        "wall_time_s": wall,
-        "jevper": jevper.__version__,
-    }
+def _run(target: Target, recording: Recording, timeout: float, wall: float, whole: bool) -> Run:
+    return Run(
+        server=recording.server,
+        release=recording.release,
+        model=recording.model,
+        model_name=recording.model_name,
+        recorded_on=recording.recorded_on,
+        command=recording.command,
+        server_command=" ".join(target.server_command) or None,
+        base_url=_portless(target.preset.base_url),
+        flags={"timeout_s": timeout, "all_probes": whole, **dict(target.extra)},
+        reproducible=dict(reproducible_fields()),
+        wall_time_s=wall,
+        jevper=jevper.__version__,
+    )
 
 
 def _portless(url: str) -> str:
-    from urllib.parse import urlsplit, urlunsplit
-
     parts = urlsplit(url)
     return urlunsplit((parts.scheme, parts.hostname or "", parts.path, "", ""))
 
@@ -286,11 +212,14 @@ def replay(
     layout: Layout,
     progress: Progress | None = None,
 ) -> Recording:
-    """The recording's verdicts recomputed from its cassettes, offline; returns the new index."""
-    provenance = read_provenance(layout.fixture_dir(recording.key) / "provenance.json")
+    """The recording's verdicts recomputed from its cassettes, offline; returns the new index.
+
+    A probe the recording does not hold (a catalogue grown since) is simply not in it.
+    """
+    run = read_provenance(layout.provenance_path(recording.key)).run
     # The host is never contacted: vcrpy answers every request from the cassette or refuses it.
     preset = get_preset(recording.server).with_overrides(
-        base_url=str(provenance.get("base_url") or "http://127.0.0.1/v1"), model=recording.model
+        base_url=run.base_url or "http://127.0.0.1/v1", model=recording.model
     )
     folder = layout.fixture_dir(recording.key)
     wanted = [p for p in probes if cassette_path(folder, p).exists()]
@@ -307,5 +236,5 @@ def replay(
     for old in recording.probes:
         new = fresh.get(old.id)
         # A probe that got no answer when recorded has no cassette: its outcome stands as recorded.
-        merged.append(old if new is None else ProbeResult(**{**new.__dict__, "elapsed_s": old.elapsed_s}))
-    return Recording(**{**recording.__dict__, "probes": tuple(merged)})
+        merged.append(old if new is None else replace(new, elapsed_s=old.elapsed_s))
+    return replace(recording, probes=tuple(merged))

@@ -58,7 +58,7 @@ _HTML_404 = (
 
 
 @dataclass
-class Exchange:
+class ServedFault:
     """What the server did: which fault it served on which route (for tests and the demo log)."""
 
     fault: str
@@ -295,7 +295,7 @@ class FaultServer:
         script: Script | None = None,
     ) -> None:
         self.host, self.port, self.model, self.script = host, port, model, script
-        self.log: list[Exchange] = []
+        self.log: list[ServedFault] = []
         self.closing = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
@@ -391,7 +391,7 @@ class FaultServer:
     async def _answer(self, reply: Reply, request: Request, spec: str | None) -> None:
         surface = route(request.path)
         if request.method == "GET" and request.path.rstrip("/").endswith("/models"):
-            self.log.append(Exchange("ok", request.method, request.path, None))
+            self.log.append(ServedFault("ok", request.method, request.path, None))
             models = {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "jevper"}]}
             await reply.json(200, "OK", models)
             return
@@ -403,7 +403,7 @@ class FaultServer:
             await self.script.serve(reply, request)
             return
         if surface is None or request.method != "POST":
-            self.log.append(Exchange("ok", request.method, request.path, None))
+            self.log.append(ServedFault("ok", request.method, request.path, None))
             await reply.json(
                 404, "Not Found", {"error": {"message": f"no route {request.path}", "code": 404}}
             )
@@ -415,7 +415,7 @@ class FaultServer:
                 400, "Bad Request", {"error": {"message": f"unknown fault {name!r}; see --list"}}
             )
             return
-        self.log.append(Exchange(name, request.method, request.path, surface))
+        self.log.append(ServedFault(name, request.method, request.path, surface))
         parsed = request.json()
         model = parsed.get("model") if isinstance(parsed, dict) else None
         answer = Answer(surface, parsed, model if isinstance(model, str) else self.model)

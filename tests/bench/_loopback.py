@@ -22,15 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import yaml
+
+from jevper.probe.cassettes import load_exchanges
 
 _HEAD_END = b"\r\n\r\n"
 
 
 def recorded_body(cassette: Path, index: int = 0) -> bytes:
     """The response body of one interaction in a vcrpy cassette, as compact JSON like a server sends."""
-    data = yaml.safe_load(cassette.read_text())
-    text = data["interactions"][index]["response"]["body"]["string"]
+    text = load_exchanges(cassette)[index].text
     return json.dumps(json.loads(text), separators=(",", ":")).encode()
 
 

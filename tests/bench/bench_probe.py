@@ -23,9 +23,9 @@ from _report import Figure, Section, load_average
 
 from jevper.probe.catalogue import load_catalogue
 from jevper.probe.presets import get_preset
-from jevper.probe.results import Layout
+from jevper.probe.recording import Layout
+from jevper.probe.servers.llamacpp import spawn_llamacpp
 from jevper.probe.session import Target, record
-from jevper.probe.spawn import spawn_llamacpp
 
 TARGET = 1.2
 

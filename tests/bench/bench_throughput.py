@@ -21,7 +21,7 @@ import openai
 from _report import Figure, Section, load_average
 
 from jevper import AsyncSystemOneClient, Choice
-from jevper.probe.spawn import spawn_llamacpp
+from jevper.probe.servers.llamacpp import spawn_llamacpp
 
 QUESTIONS = 64
 SLOTS = 4

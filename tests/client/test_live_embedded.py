@@ -26,7 +26,7 @@ from jevper import (
     Score,
     SystemOneClient,
 )
-from jevper.probe.spawn import SpawnedServer
+from jevper.probe.servers import SpawnedServer
 
 pytestmark = pytest.mark.live
 

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from anthropic import Anthropic
 from openai import OpenAI
 
 from jevper import Choice, ProviderError, ReasoningConfig, SystemOneClient, _wire
+from jevper.probe.cassettes import load_exchanges
 
 PROVIDERS = Path(__file__).parents[1] / "fixtures" / "providers"
 VLLM = PROVIDERS / "vllm-0.32.0"
@@ -27,9 +27,8 @@ INTENT = Choice(
 
 
 def exchange(folder: Path, name: str, index: int = 0) -> tuple[int, str]:
-    cassette = yaml.safe_load((folder / f"{name}.yaml").read_text())
-    response = cassette["interactions"][index]["response"]
-    return int(response["status"]["code"]), str(response["body"]["string"])
+    recorded = load_exchanges(folder / f"{name}.yaml")[index]
+    return recorded.status, recorded.text
 
 
 def test_the_recordings_replayed_here_say_where_they_came_from() -> None:

@@ -6,13 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import openai
-import yaml
 
 from jevper import Choice, SystemOneClient
+from jevper.probe.cassettes import load_exchanges
 
 # Recorded from llama.cpp b10434 by the probe harness (chat-logprobs): first token "A", 20 alternatives.
 _CASSETTE = Path(__file__).parents[1] / "fixtures" / "providers" / "llamacpp-b10434" / "chat-logprobs.yaml"
-BODY = yaml.safe_load(_CASSETTE.read_text())["interactions"][0]["response"]["body"]["string"]
+BODY = load_exchanges(_CASSETTE)[0].text
 QUESTION = {"intent": Choice(criteria={"billing": "money", "technical": "errors", "sales": "pricing"})}
 
 

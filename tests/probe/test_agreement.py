@@ -6,8 +6,8 @@ import pytest
 
 from jevper.probe.agreement import RULES, agrees
 from jevper.probe.catalogue import load_catalogue
+from jevper.probe.recording import ProbeResult
 from jevper.probe.reference import ReferenceEntry, annotate, load_reference
-from jevper.probe.results import ProbeResult
 
 CATALOGUE = load_catalogue()
 

@@ -1,4 +1,5 @@
-"""The catalogue is data: 45 ids, each naming a classifier that exists, each request reproducible."""
+"""The catalogue is data: 45 canonical ids (and more), each naming a classifier, a rule, a layout and a topic
+that exist, each request reproducible."""
 
 from __future__ import annotations
 
@@ -71,12 +72,31 @@ CATALOGUE = load_catalogue()
 def test_list_prints_exactly_the_45_canonical_ids_with_their_surface(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert main(["--list"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    assert main(["list"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if not line.endswith("not canonical")]
     assert [line.split("\t")[0] for line in lines] == CANONICAL_IDS
-    assert len(lines) == 45
+    assert len(lines) == 45 == len(CATALOGUE.canonical)
     surfaces = {line.split("\t")[1] for line in lines}
     assert surfaces == {"chat_completions", "responses", "messages"}
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("classifier", "telepathy", "classifier must name one in jevper/probe/classifiers.py"),
+        ("compare", "vibes", "compare must name a rule among"),
+        ("prompt", "haiku", "prompt must be a layout among"),
+        ("topic", "gossip", "topic 'gossip' is not one of"),
+    ],
+)
+def test_a_probe_naming_a_registry_entry_that_does_not_exist_is_refused_when_the_catalogue_loads(
+    field: str, value: str, words: str
+) -> None:
+    from jevper.probe.catalogue import CatalogueError, check_catalogue
+
+    probe = replace(CATALOGUE.get("chat-logprobs"), **{field: value})
+    with pytest.raises(CatalogueError, match=words):
+        check_catalogue([probe], CATALOGUE.topics)
 
 
 def test_every_probe_names_a_classifier_that_exists_and_every_classifier_is_used() -> None:
@@ -196,7 +216,7 @@ def test_dry_run_prints_every_request_without_touching_the_network(
 
 
 def test_only_with_a_glob_that_matches_nothing_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--list", "--only", "nothing-*"]) == 2
+    assert main(["list", "--only", "nothing-*"]) == 2
     assert "no probe id matches" in capsys.readouterr().err
 
 
@@ -213,7 +233,7 @@ def test_listing_into_a_reader_that_stops_early_ends_quietly() -> None:
     import sys
 
     listing = subprocess.run(
-        f"{sys.executable} -m jevper.probe --list | head -1",
+        f"{sys.executable} -m jevper.probe list | head -1",
         shell=True,
         capture_output=True,
         text=True,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from jevper.probe.cassettes import Exchange
 from jevper.probe.catalogue import load_catalogue
 from jevper.probe.classifiers import classify
-from jevper.probe.recording import Exchange
 
 CATALOGUE = load_catalogue()
 
@@ -111,8 +111,8 @@ def test_a_complete_answer_naming_the_canary_is_enforced() -> None:
 
 
 def test_every_answered_probe_of_every_recording_reports_the_fact_its_rule_compares() -> None:
-    from jevper.probe.recording import load_exchanges
-    from jevper.probe.results import Layout, iter_recordings
+    from jevper.probe.cassettes import load_exchanges
+    from jevper.probe.recording import Layout, iter_recordings
     from jevper.probe.runner import cassette_path
 
     layout = Layout.repository()

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from jevper.probe.diff import DiffError, diff_recordings, main, report_name, resolve, write_report
-from jevper.probe.results import Layout, ProbeResult, Recording, save_results
+from jevper.probe.cli import main as probe_cli
+from jevper.probe.diff import DiffError, diff_recordings, report_name, resolve, write_report
+from jevper.probe.recording import Layout, ProbeResult, Recording, save_results
 
 
 def probe(
@@ -160,7 +161,7 @@ def test_the_command_reads_an_out_folder_and_writes_its_report_there(
         cassettes=False,
     )
 
-    assert main(["llamacpp-b1", "llamacpp-b2", "--out", str(tmp_path)]) == 0
+    assert probe_cli(["diff", "llamacpp-b1", "llamacpp-b2", "--out", str(tmp_path)]) == 0
 
     printed = capsys.readouterr()
     written = (tmp_path / "reports" / "changes" / "llamacpp-b1-b2.md").read_text()
@@ -171,7 +172,7 @@ def test_the_command_reads_an_out_folder_and_writes_its_report_there(
 def test_the_command_exits_2_and_says_why_for_a_missing_recording(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["nope-1", "nope-2", "--out", str(tmp_path)]) == 2
+    assert probe_cli(["diff", "nope-1", "nope-2", "--out", str(tmp_path)]) == 2
     assert "nope-1" in capsys.readouterr().err
 
 
@@ -206,7 +207,7 @@ def test_the_report_command_regenerates_a_change_report_after_a_new_recording(tm
     out = Layout.out(tmp_path)
     store(out, recording("llamacpp-b1", *BASE), cassettes=False)
     store(out, recording("llamacpp-b2", *BASE), cassettes=False)
-    assert main(["llamacpp-b1", "llamacpp-b2", "--out", str(tmp_path), "--quiet"]) == 0
+    assert probe_cli(["diff", "llamacpp-b1", "llamacpp-b2", "--out", str(tmp_path), "--quiet"]) == 0
     report = tmp_path / "reports" / "changes" / "llamacpp-b1-b2.md"
     assert "No probe changed its verdict." in report.read_text()
 

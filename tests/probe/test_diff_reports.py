@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from jevper.probe.diff import diff_recordings, render, resolve
-from jevper.probe.results import Layout
+from jevper.probe.recording import Layout
 
 ROOT = Path(__file__).resolve().parents[2]
 CHANGES = ROOT / "reports" / "changes"

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from jevper.probe.cassettes import load_exchanges
 from jevper.probe.catalogue import load_catalogue
 from jevper.probe.cli import main
-from jevper.probe.recording import load_exchanges
-from jevper.probe.reports import DOCS_BEGIN, DOCS_END, generate
-from jevper.probe.results import Layout, Recording, iter_recordings, load_results
+from jevper.probe.recording import Layout, Recording, iter_recordings, load_results
+from jevper.probe.reports import DOCS_BEGIN, DOCS_END, generate, topic_table
 from jevper.probe.runner import cassette_path
+from jevper.probe.servers.llamacpp import DEFAULT_RELEASE
 from jevper.probe.session import replay
 
 LAYOUT = Layout.repository()
@@ -20,11 +22,15 @@ CATALOGUE = load_catalogue()
 RECORDED = [r for r in iter_recordings(LAYOUT) if r.provenance == "recorded"]
 
 
-def test_there_is_a_live_recording_of_the_embedded_llamacpp_with_all_45_probes() -> None:
-    recording = load_results(LAYOUT.results_path("llamacpp-b10434"))
-    assert recording.provenance == "recorded"
-    assert [p.id for p in recording.probes] == [p.id for p in CATALOGUE.probes]
-    assert all(p.outcome not in ("fault", "timeout", "not-run") for p in recording.probes)
+def test_there_is_a_live_recording_of_the_embedded_llamacpp_with_all_45_canonical_probes() -> None:
+    for release in ("b10434", DEFAULT_RELEASE):
+        recording = load_results(LAYOUT.results_path(f"llamacpp-{release}"))
+        assert recording.provenance == "recorded"
+        held = [p.id for p in recording.probes]
+        assert [probe_id for probe_id in held if CATALOGUE.get(probe_id).canonical] == [
+            p.id for p in CATALOGUE.canonical
+        ]
+        assert all(p.outcome not in ("fault", "timeout", "not-run") for p in recording.probes)
 
 
 @pytest.mark.parametrize("recording", RECORDED, ids=[r.key for r in RECORDED])
@@ -38,7 +44,7 @@ def test_replaying_a_committed_recording_offline_gives_the_verdicts_of_its_index
 @pytest.mark.parametrize("recording", RECORDED, ids=[r.key for r in RECORDED])
 def test_every_cassette_holds_the_exchanges_its_probe_sends_and_no_credentials(recording: Recording) -> None:
     folder = LAYOUT.fixture_dir(recording.key)
-    for probe in CATALOGUE.probes:
+    for probe in (CATALOGUE.get(result.id) for result in recording.probes):
         path = cassette_path(folder, probe)
         exchanges = load_exchanges(path)
         assert len(exchanges) == (2 if probe.prime_with else 1), probe.id
@@ -79,6 +85,21 @@ def test_replay_from_the_command_line_rewrites_an_identical_index(tmp_path: Path
     (out / "results").mkdir()
     (out / "fixtures" / key / "results.json").rename(out / "results" / f"{key}.json")
     before = (out / "results" / f"{key}.json").read_text()
-    assert main(["--replay", "--out", str(out)]) == 0
+    assert main(["replay", "--out", str(out)]) == 0
     assert (out / "results" / f"{key}.json").read_text() == before
     assert (out / "reports" / f"{key}.md").is_file()
+
+
+def test_a_probe_added_to_the_catalogue_is_not_recorded_anywhere_and_asks_for_no_re_recording(
+    tmp_path: Path,
+) -> None:
+    grown = replace(
+        CATALOGUE, probes=(*CATALOGUE.probes, replace(CATALOGUE.get("chat-grammar"), id="chat-new-probe"))
+    )
+    for recording in RECORDED:
+        fresh = replay(recording, grown.probes, catalogue=grown, layout=LAYOUT)
+        assert fresh.to_json() == recording.to_json()
+        assert fresh.result("chat-new-probe") is None
+    table = topic_table("ignored-rejected", RECORDED, grown)
+    row = next(line for line in table.splitlines() if "`chat-new-probe`" in line)
+    assert row.count("not recorded") == len(RECORDED)

@@ -15,7 +15,7 @@ from vcr.serializers import yamlserializer
 
 from jevper.probe.catalogue import load_catalogue
 from jevper.probe.html import COMMAND, Page, PageError, build_page, render_index, render_layout, write_index
-from jevper.probe.results import Layout, ProbeResult, Recording, repository_root, save_results
+from jevper.probe.recording import Layout, ProbeResult, Recording, repository_root, save_results
 
 CATALOGUE = load_catalogue()
 
@@ -123,7 +123,7 @@ def test_every_catalogue_probe_has_a_row_even_when_no_recording_has_it(tmp_path:
     page = page_of(tmp_path, rec)
     by_topic = [p.id for t in CATALOGUE.topics for p in CATALOGUE.probes if p.topic == t.id]
     assert [r.probe_id for g in page.groups for r in g.rows] == by_topic
-    assert page.probe_count == len(CATALOGUE) == 45
+    assert page.probe_count == len(CATALOGUE) and len(CATALOGUE.canonical) == 45
     assert [g.title for g in page.groups] == [t.title for t in CATALOGUE.topics]
     assert cell(page, "llamacpp-b10434", "messages-plain").kind == "not-recorded"
     assert cell(page, "llamacpp-b10434", "messages-plain").verdict == "not recorded"

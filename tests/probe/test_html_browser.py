@@ -28,7 +28,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from jevper.probe import reports
 from jevper.probe.catalogue import load_catalogue
 from jevper.probe.html import COMMAND, render_index
-from jevper.probe.results import Layout, ProbeResult, Recording
+from jevper.probe.recording import Layout, ProbeResult, Recording
 
 pytestmark = pytest.mark.browser
 

@@ -13,9 +13,9 @@ import pytest
 
 from jevper.probe import cli
 from jevper.probe.catalogue import load_catalogue
-from jevper.probe.results import Layout, load_results
+from jevper.probe.recording import Layout, load_results
 from jevper.probe.runner import ProbeRun
-from jevper.probe.spawn import DEFAULT_RELEASE, spawn_llamacpp
+from jevper.probe.servers.llamacpp import DEFAULT_RELEASE, spawn_llamacpp
 
 pytestmark = pytest.mark.live
 

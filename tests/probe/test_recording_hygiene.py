@@ -6,9 +6,9 @@ import json
 
 from vcr.request import Request
 
-from jevper.probe.cli import _command_line
-from jevper.probe.recording import REDACTED, prune, request_hook, response_hook
-from jevper.probe.verify import expected_actual
+from jevper.probe.cassettes import REDACTED, prune, request_hook, response_hook
+from jevper.probe.cli import command_line
+from jevper.probe.text import expected_actual
 
 
 def test_pruning_drops_ids_timestamps_fingerprints_bytes_and_timings_but_cache_n() -> None:
@@ -76,10 +76,10 @@ def test_the_recorded_command_keeps_no_machine_path_and_no_key() -> None:
         "--api-key",
         "sk-123",
     ]
-    shown = _command_line(argv, "sk-123")
+    shown = command_line(argv, "sk-123")
     assert shown == (
         "python -m jevper.probe --server llamacpp --out '<dir>/today' '--replay=<dir>/rec' "
         "--api-key '<redacted>'"
     )
     # A relative path says nothing about the machine and stays as typed.
-    assert _command_line(["--out", "artifacts/demo"], None).endswith("--out artifacts/demo")
+    assert command_line(["--out", "artifacts/demo"], None).endswith("--out artifacts/demo")

@@ -12,6 +12,7 @@ from typing import ClassVar
 import pytest
 
 from jevper.probe import cli
+from jevper.probe.presets import get_preset, states_release
 
 
 class _Llama(BaseHTTPRequestHandler):
@@ -69,7 +70,7 @@ def test_a_llamacpp_that_states_no_release_stops_the_run_and_asks_for_server_ver
 def test_a_stated_release_is_read_from_the_build_before_its_commit(llama: tuple[str, type[_Llama]]) -> None:
     url, handler = llama
     handler.build_info = "b11549-3f2a1c0"
-    assert cli.discover_version(url, {}) == "b11549"
+    assert get_preset("llamacpp").with_overrides(base_url=url).stated_release({}) == "b11549"
 
 
 @pytest.mark.parametrize(
@@ -77,4 +78,4 @@ def test_a_stated_release_is_read_from_the_build_before_its_commit(llama: tuple[
     [("b11549-3f2a1c0", True), ("0.32.0", True), ("b0-unknown", False), ("b1-7e4c0a9", False), ("", False)],
 )
 def test_only_a_version_naming_a_release_counts_as_stated(value: str, states: bool) -> None:
-    assert cli.states_release(value) is states
+    assert states_release(value) is states

@@ -10,15 +10,16 @@ import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from jevper.probe import cli
+from jevper.probe.cassettes import load_exchanges
 from jevper.probe.catalogue import load_catalogue
 from jevper.probe.presets import get_preset
-from jevper.probe.recording import load_exchanges
+from jevper.probe.recording import Layout, load_results, read_provenance, save_results
 from jevper.probe.reports import generate
-from jevper.probe.results import Layout, load_results, read_provenance, save_results, write_provenance
 from jevper.probe.runner import cassette_path
 from jevper.probe.session import Target, record
 from jevper.testing.faults import FaultServer, running
@@ -27,6 +28,12 @@ CATALOGUE = load_catalogue()
 COMMITTED = Layout.repository()
 KEY = "llamacpp-b10434"
 RERUN = ("chat-logprobs", "chat-bad-path")
+
+
+def on_disk(path: Path) -> dict[str, Any]:
+    """A provenance file as written: the JSON object itself."""
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -86,13 +93,13 @@ def test_an_only_run_replaces_its_probes_cassettes_and_verdicts_and_keeps_every_
 def test_provenance_keeps_the_first_run_and_names_the_run_each_re_run_probe_came_from(
     out: Path, server: FaultServer
 ) -> None:
-    first = read_provenance(out / "fixtures" / KEY / "provenance.json")
+    first = on_disk(out / "fixtures" / KEY / "provenance.json")
 
     assert probe_into(out, server.base_url(), *RERUN) == cli.EXIT_OK
     second = probe_into(out, server.base_url(), "chat-bad-path", "chat-bad-model", extra=("--timeout", "7"))
     assert second == cli.EXIT_OK
 
-    provenance = read_provenance(out / "fixtures" / KEY / "provenance.json")
+    provenance = on_disk(out / "fixtures" / KEY / "provenance.json")
     updates = provenance.pop("updates")
     assert provenance == first
     # chat-bad-path was answered again by the second run: it belongs to that run alone.
@@ -188,7 +195,7 @@ def test_replaying_a_merged_recording_keeps_the_runs_it_lists(out: Path, server:
     index = out / "results" / f"{KEY}.json"
     merged = index.read_bytes()
 
-    assert cli.main(["--replay", "--out", str(out), "--server", "llamacpp"]) == cli.EXIT_OK
+    assert cli.main(["replay", "--out", str(out), "--server", "llamacpp"]) == cli.EXIT_OK
 
     assert index.read_bytes() == merged
 
@@ -230,7 +237,7 @@ def test_the_merge_works_the_same_with_the_index_inside_the_fixture_folder(
     assert set(after) == set(before)
     index = load_results(layout.results_path(KEY))
     assert index.updates[0].command == "merge test"
-    assert read_provenance(layout.fixture_dir(KEY) / "provenance.json")["updates"][0]["model_name"] == (
+    assert read_provenance(layout.fixture_dir(KEY) / "provenance.json").updates[0].run.model_name == (
         "fault server"
     )
     assert not [p for p in layout.fixtures_root.iterdir() if p.name != KEY]
@@ -240,12 +247,12 @@ def test_a_provenance_written_by_the_older_merge_keeps_its_re_run_probes_named(
     out: Path, server: FaultServer
 ) -> None:
     path = out / "fixtures" / KEY / "provenance.json"
-    legacy = {**read_provenance(path), "updated_on": "2026-11-28", "updated_probes": ["chat-grammar"]}
-    write_provenance(path, legacy)
+    legacy = {**on_disk(path), "updated_on": "2026-11-28", "updated_probes": ["chat-grammar"]}
+    path.write_text(json.dumps(legacy, indent=2) + "\n")
 
     assert probe_into(out, server.base_url(), *RERUN) == cli.EXIT_OK
 
-    provenance = read_provenance(path)
+    provenance = on_disk(path)
     assert "updated_probes" not in provenance and "updated_on" not in provenance
     assert provenance["updates"][0] == {"recorded_on": "2026-11-28", "probes": ["chat-grammar"]}
     assert provenance["updates"][1]["probes"] == sorted(RERUN)

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from jevper.probe import cli
+from jevper.probe.recording import Layout, load_results, read_provenance
 from jevper.probe.reports import generate
-from jevper.probe.results import Layout, load_results, read_provenance
-from jevper.probe.spawn import DEFAULT_RELEASE
+from jevper.probe.servers.llamacpp import DEFAULT_RELEASE
 
 pytestmark = pytest.mark.live
 
@@ -35,11 +35,11 @@ def test_re_probing_two_probes_of_the_embedded_server_merges_them_and_names_the_
     kept = set(before) - {f"{p}.yaml" for p in RERUN} - {"provenance.json"}
     assert all(after[name] == before[name] for name in kept)
     provenance = read_provenance(folder / "provenance.json")
-    assert provenance["recorded_on"] == load_results(COMMITTED.results_path(KEY)).recorded_on
-    assert provenance["command"] == "python -m jevper.probe --server llamacpp --spawn"
-    (update,) = provenance["updates"]
-    assert (update["release"], update["probes"]) == (DEFAULT_RELEASE, list(RERUN))
-    assert update["server_command"].startswith("python -m jevper.probe.xllamacpp_server ")
+    assert provenance.run.recorded_on == load_results(COMMITTED.results_path(KEY)).recorded_on
+    assert provenance.run.command == "python -m jevper.probe --server llamacpp --spawn"
+    (update,) = provenance.updates
+    assert (update.run.release, update.probes) == (DEFAULT_RELEASE, RERUN)
+    assert (update.run.server_command or "").startswith("python -m jevper.probe.xllamacpp_server ")
     index = load_results(out / "results" / f"{KEY}.json")
     assert len(index.probes) == 45 and index.updates[0].probes == RERUN
     # llama.cpp answers these two as it did when the recording was made.

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from jevper.probe.spawn import SpawnedServer
+from jevper.probe.servers import SpawnedServer
 
 pytestmark = pytest.mark.live
 

@@ -13,7 +13,7 @@ import pytest
 from jevper.probe import cli
 from jevper.probe.catalogue import load_catalogue
 from jevper.probe.presets import get_preset
-from jevper.probe.results import UNANSWERED, Layout, load_results
+from jevper.probe.recording import UNANSWERED, Layout, load_results
 from jevper.probe.session import Target, record
 from jevper.testing.faults import FAULTS, FaultServer
 

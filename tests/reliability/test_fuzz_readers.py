@@ -17,14 +17,13 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from jevper import Choice, JevperError, Noul, Score, SystemOneClient
 from jevper._ask import structured_schema
 from jevper._wire import SURFACES, read
-from jevper.probe.recording import load_exchanges
+from jevper.probe.cassettes import load_exchanges
 from jevper.questions import Question
 from jevper.testing.bodies import Answer
 from jevper.testing.faults import route
@@ -38,13 +37,9 @@ FUZZ = settings(
 
 
 def _cassette_bodies(path: Path) -> Iterator[tuple[str, int, Any]]:
-    """(uri, status, body text) of a vcrpy cassette in the default YAML layout."""
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    for interaction in data.get("interactions", []):
-        body = interaction["response"]["body"].get("string")
-        if isinstance(body, bytes):
-            body = body.decode("utf-8", "replace")
-        yield interaction["request"]["uri"], interaction["response"]["status"]["code"], body
+    """(uri, status, body text) of each exchange of a vcrpy cassette."""
+    for recorded in load_exchanges(path):
+        yield recorded.uri, recorded.status, recorded.text
 
 
 def recorded_bodies() -> list[tuple[str, str, dict[str, Any]]]:

@@ -12,11 +12,12 @@ import anthropic
 import openai
 import pytest
 import vcr
-import yaml
 
 from jevper import Choice, IncompleteAnswerError, LabelReadoutError, MalformedAnswerError, SystemOneClient
 from jevper.probe import cli
-from jevper.probe.spawn import SpawnedServer, spawn_llamacpp
+from jevper.probe.cassettes import load_exchanges
+from jevper.probe.servers import SpawnedServer
+from jevper.probe.servers.llamacpp import spawn_llamacpp
 
 pytestmark = pytest.mark.live
 
@@ -74,11 +75,11 @@ def _record(recorder: vcr.VCR, cassette: Path, server: SpawnedServer) -> None:
             base_url=server.base_url.removesuffix("/v1"), api_key=CANARY, default_headers=HEADERS
         )
         _ask(SystemOneClient(messages, model=server.model, api="messages", timeout=60))
-    recorded = yaml.safe_load(cassette.read_text(encoding="utf-8"))["interactions"]
-    paths = {interaction["request"]["uri"].rsplit("/v1", 1)[-1] for interaction in recorded}
+    recorded = load_exchanges(cassette)
+    paths = {exchange.uri.rsplit("/v1", 1)[-1] for exchange in recorded}
     assert paths == {"/chat/completions", "/responses", "/messages"}
     # Every request was let in (a 400 is the server refusing a field, not the key): the key travelled.
-    codes = {interaction["response"]["status"]["code"] for interaction in recorded}
+    codes = {exchange.status for exchange in recorded}
     assert 200 in codes and not codes & {401, 403}
 
 
@@ -104,7 +105,6 @@ def test_the_canary_search_finds_the_key_when_nothing_filters_it(
             model=keyed.model, messages=hi, max_tokens=1
         )
     assert _files_holding(tmp_path, CANARY) == [tmp_path / "unfiltered.yaml"]
-    recorded = yaml.safe_load((tmp_path / "unfiltered.yaml").read_text(encoding="utf-8"))["interactions"]
-    sent = [{k.lower(): v for k, v in i["request"]["headers"].items()} for i in recorded]
+    sent = [exchange.request_headers for exchange in load_exchanges(tmp_path / "unfiltered.yaml")]
     for headers in sent:
-        assert headers["authorization"] == [f"Bearer {CANARY}"] and headers["x-api-key"] == [CANARY]
+        assert headers["authorization"] == f"Bearer {CANARY}" and headers["x-api-key"] == CANARY

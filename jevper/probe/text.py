@@ -1,4 +1,4 @@
-"""Shared verifier helpers: each returns an "expected … / actual …" sentence or an evidence excerpt."""
+"""Text the harness writes: "expected … / actual …" sentences, evidence excerpts, table cells."""
 
 from __future__ import annotations
 
@@ -28,3 +28,9 @@ def plural(count: int, noun: str) -> str:
     if count == 1:
         return f"{count} {noun}"
     return f"{count} {noun[:-1]}ies" if noun.endswith("y") else f"{count} {noun}s"
+
+
+def table_cell(text: str, limit: int) -> str:
+    """One line of a Markdown table cell: whitespace collapsed, pipes escaped, cut at `limit`."""
+    text = " ".join(text.split()).replace("|", "\\|")
+    return text if len(text) <= limit else text[: limit - 1] + "…"

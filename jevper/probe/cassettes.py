@@ -1,0 +1,210 @@
+"""Cassettes: vcrpy configured to keep what a verdict or a client reads and nothing else, and read back.
+
+Before an exchange is written, opaque noise is pruned (ids, timestamps, `system_fingerprint`, logprob
+`bytes` and token ids, every timing except `cache_n`), headers are cut down to `content-type`, the
+port is dropped from the URI, and any API key is scrubbed wherever it appears. Response bodies are
+re-serialized as indented JSON so that fixtures diff cleanly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import vcr
+import yaml
+from vcr.persisters.filesystem import FilesystemPersister
+from vcr.request import Request
+
+CASSETTE_SUFFIX = ".yaml"
+SERIALIZER = "jevper-yaml"
+_NOISE_KEYS = frozenset({"id", "created", "created_at", "completed_at", "system_fingerprint", "bytes"})
+_KEPT_TIMINGS = frozenset({"cache_n"})
+_KEPT_HEADERS = ("content-type",)
+REDACTED = "<redacted>"
+
+
+def prune(value: Any) -> Any:
+    """A copy of a parsed JSON body without the fields that change on every call."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if key in _NOISE_KEYS:
+                continue
+            if key == "timings" and isinstance(item, dict):
+                out[key] = {k: v for k, v in item.items() if k in _KEPT_TIMINGS}
+                continue
+            out[key] = prune(item)
+        return out
+    if isinstance(value, list):
+        return [prune(item) for item in value]
+    return value
+
+
+def _scrub(text: str, secrets: Sequence[str]) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+#: A body above this is not kept: no answer to a probe is that long, and a 50 MB one cost a minute
+#: of YAML per cassette. The cassette keeps a line saying so, which no reader takes for an answer.
+MAX_RECORDED_BYTES = 8 * 1024 * 1024
+
+
+def _body_text(body: bytes | str | None, secrets: Sequence[str], *, indent: bool) -> str | None:
+    if body is None:
+        return None
+    if len(body) > MAX_RECORDED_BYTES:
+        return f"<a body of {len(body)} bytes, above the {MAX_RECORDED_BYTES} recorded, was not kept>"
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        return _scrub(text, secrets)
+    shown = json.dumps(prune(parsed) if indent else parsed, indent=2 if indent else None, ensure_ascii=False)
+    return _scrub(shown, secrets)
+
+
+def _portless(uri: str, secrets: Sequence[str]) -> str:
+    parts = urlsplit(_scrub(uri, secrets))
+    return urlunsplit((parts.scheme, parts.hostname or "", parts.path, parts.query, ""))
+
+
+def _keep_headers(headers: Any, secrets: Sequence[str]) -> dict[str, Any]:
+    kept = {}
+    for name in _KEPT_HEADERS:
+        for key, value in dict(headers).items():
+            if key.lower() == name:
+                values = value if isinstance(value, list) else [value]
+                kept[name] = [_scrub(str(v), secrets) for v in values]
+    return kept
+
+
+def request_hook(secrets: Sequence[str]) -> Any:
+    def before_record_request(request: Request) -> Request:
+        body = _body_text(request.body, secrets, indent=False)
+        headers = {k: v[0] for k, v in _keep_headers(request.headers, secrets).items()}
+        return Request(request.method, _portless(request.uri, secrets), body, headers)
+
+    return before_record_request
+
+
+def response_hook(secrets: Sequence[str]) -> Any:
+    def before_record_response(response: dict[str, Any]) -> dict[str, Any]:
+        body = _body_text(response["body"]["string"], secrets, indent=True)
+        return {
+            "status": response["status"],
+            "headers": _keep_headers(response["headers"], secrets),
+            # Bytes, as vcrpy hands them to httpx on replay (this hook also runs on loaded cassettes).
+            "body": {"string": (body or "").encode("utf-8")},
+        }
+
+    return before_record_response
+
+
+class _LiteralDumper(yaml.SafeDumper):
+    """Multi-line strings as literal blocks, so a pretty-printed body reads as it was written."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_LiteralDumper.add_representer(str, _represent_str)
+
+
+class CassetteSerializer:
+    """vcrpy's YAML layout, written with literal blocks; the on-disk format carries its version."""
+
+    @staticmethod
+    def serialize(cassette_dict: dict[str, Any]) -> str:
+        return str(
+            yaml.dump(cassette_dict, Dumper=_LiteralDumper, allow_unicode=True, sort_keys=False, width=4096)
+        )
+
+    @staticmethod
+    def deserialize(cassette_string: str) -> dict[str, Any]:
+        loaded = yaml.safe_load(cassette_string)
+        return dict(loaded) if isinstance(loaded, dict) else {}
+
+
+def make_vcr(*, record: bool, secrets: Sequence[str] = ()) -> vcr.VCR:
+    recorder = vcr.VCR(
+        record_mode="all" if record else "none",
+        match_on=("method", "path", "query", "body"),
+        before_record_request=request_hook(secrets),
+        before_record_response=response_hook(secrets),
+        decode_compressed_response=True,
+    )
+    recorder.register_serializer(SERIALIZER, CassetteSerializer)
+    return recorder
+
+
+@contextlib.contextmanager
+def cassette(recorder: vcr.VCR, path: Path) -> Iterator[Any]:
+    with recorder.use_cassette(str(path), serializer=SERIALIZER) as active:
+        yield active
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One recorded request and what came back, as the classifiers see it."""
+
+    method: str
+    path: str
+    request_body: Any  # parsed JSON, or the raw text when it was not JSON
+    status: int
+    content_type: str
+    text: str  # the response body as recorded
+    uri: str = ""
+    request_headers: Mapping[str, Any] = field(default_factory=dict)  # as recorded (lower-case names)
+
+    def json(self) -> Any:
+        """The parsed body, or None when it is not JSON."""
+        try:
+            return json.loads(self.text)
+        except json.JSONDecodeError:
+            return None
+
+
+class CassetteError(ValueError):
+    """A cassette file that vcrpy cannot read; the message names the file and what was wrong."""
+
+
+def load_exchanges(path: Path) -> tuple[Exchange, ...]:
+    """The exchanges of one cassette file, in the order they were sent, read by vcrpy's own persister
+    and serializer (the one place a cassette is parsed)."""
+    try:
+        requests, responses = FilesystemPersister.load_cassette(path, CassetteSerializer)
+    except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError) as exc:
+        raise CassetteError(f"{path}: expected a vcrpy cassette, could not read it ({exc})") from exc
+    exchanges = []
+    for request, response in zip(requests, responses, strict=True):
+        raw = request.body.decode("utf-8", "replace") if isinstance(request.body, bytes) else request.body
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except json.JSONDecodeError:
+            body = raw
+        text = response["body"]["string"]
+        headers = response.get("headers", {})
+        exchanges.append(
+            Exchange(
+                method=request.method,
+                uri=request.uri,
+                request_headers={k.lower(): v for k, v in request.headers.items()},
+                path=urlsplit(request.uri).path,
+                request_body=body,
+                status=int(response["status"]["code"]),
+                content_type=(headers.get("content-type") or [""])[0],
+                text=text.decode("utf-8", "replace") if isinstance(text, bytes) else (text or ""),
+            )
+        )
+    return tuple(exchanges)

@@ -1,0 +1,56 @@
+"""The client installs lean: it imports none of the harness's dependencies, which are an extra."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HARNESS = ("vcr", "jinja2", "tabulate", "yaml")
+#: Runs first in a fresh interpreter: any import of a harness dependency fails, as if not installed.
+BLOCK = f"""
+import importlib.abc, sys
+class Absent(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {HARNESS!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}")
+        return None
+sys.meta_path.insert(0, Absent())
+"""
+
+
+def python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", BLOCK + code, *args], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+
+
+def test_the_client_imports_and_answers_without_any_harness_dependency() -> None:
+    done = python(
+        "import jevper, jevper.testing.faults\n"
+        "from jevper import AsyncSystemOneClient, Choice, SystemOneClient\n"
+        f"assert not {{m for m in sys.modules if m.split('.')[0] in {HARNESS!r}}}\n"
+        "print('ok')"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_the_harness_without_its_extra_says_which_extra_to_install() -> None:
+    done = python(
+        "import runpy, sys; sys.argv = ['jevper.probe', 'list']\n"
+        "runpy.run_module('jevper.probe', run_name='__main__')"
+    )
+    assert done.returncode == 2
+    assert "pip install 'jevper[probe]'" in done.stderr
+    assert "vcrpy" in done.stderr and "pyyaml" in done.stderr
+
+
+def test_the_harness_dependencies_are_an_extra_and_not_the_clients() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = {dep.split(">")[0].split("=")[0].split("[")[0] for dep in project["dependencies"]}
+    assert names == {"httpx"}
+    probe = {dep.split(">")[0] for dep in project["optional-dependencies"]["probe"]}
+    assert probe == {"vcrpy", "jinja2", "tabulate", "pyyaml"}
