@@ -41,6 +41,31 @@ def classifier(fn: Classifier) -> Classifier:
     return fn
 
 
+#: A classifier of an answer: the probe, its last exchange, that exchange read by the surface's own
+#: reader, and every exchange of the probe (a primer first).
+AnswerClassifier = Callable[[Probe, Exchange, WireResult, Sequence[Exchange]], Verdict]
+
+
+def on_answer(
+    refusal: str = "refused", *, on_404: str | None = None
+) -> Callable[[AnswerClassifier], Classifier]:
+    """Register a classifier of a 200 answer: any other status is a refusal in the server's own words
+    (said as `refusal`, or `on_404` for a 404), and the answer is read through ``jevper._wire``."""
+
+    def register(fn: AnswerClassifier) -> Classifier:
+        def classify_answer(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+            last = exchanges[-1]
+            if last.status != 200:
+                return _refused(last, on_404 if on_404 and last.status == 404 else refusal)
+            return fn(probe, last, _wire(probe, last), exchanges)
+
+        classify_answer.__name__ = fn.__name__
+        classify_answer.__doc__ = fn.__doc__
+        return classifier(classify_answer)
+
+    return register
+
+
 #: Statuses that mean "not now" (rate limit, bad gateway, unavailable, gateway timeout), never "no".
 TRANSIENT_STATUSES = frozenset({429, 502, 503, 504})
 
@@ -118,13 +143,11 @@ def _answer(result: WireResult) -> str:
 # --- classifiers -----------------------------------------------------------------------------------
 
 
-@classifier
-def answer_alternatives(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+@on_answer()
+def answer_alternatives(
+    probe: Probe, last: Exchange, result: WireResult, exchanges: Sequence[Exchange]
+) -> Verdict:
     """How many alternatives the first answer token carries, and whether the labels are among them."""
-    last = exchanges[-1]
-    if last.status != 200:
-        return _refused(last)
-    result = _wire(probe, last)
     asked = _asked(last, "top_logprobs")
     asked_text = f"asked for {asked}" if asked is not None else "none asked for"
     none = {"alternatives": 0}
@@ -150,13 +173,11 @@ def answer_alternatives(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     )
 
 
-@classifier
-def tops_without_logprobs(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+@on_answer()
+def tops_without_logprobs(
+    probe: Probe, last: Exchange, result: WireResult, exchanges: Sequence[Exchange]
+) -> Verdict:
     """top_logprobs sent alone: refused, or accepted with or without logprobs."""
-    last = exchanges[-1]
-    if last.status != 200:
-        return _refused(last)
-    result = _wire(probe, last)
     if result.logprobs:
         count = len(result.logprobs[0].top)
         return Verdict(
@@ -167,13 +188,11 @@ def tops_without_logprobs(probe: Probe, exchanges: Sequence[Exchange]) -> Verdic
     return Verdict("ignored", "accepted; no logprobs without logprobs: true", excerpt(last.text))
 
 
-@classifier
-def per_token_entries(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+@on_answer()
+def per_token_entries(
+    probe: Probe, last: Exchange, result: WireResult, exchanges: Sequence[Exchange]
+) -> Verdict:
     """One logprob entry per generated token? How did the answer end, and what came after its text?"""
-    last = exchanges[-1]
-    if last.status != 200:
-        return _refused(last)
-    result = _wire(probe, last)
     if not result.logprobs:
         return Verdict(
             "ignored", "no logprob entries came back", excerpt(last.text), {"trailing": "no entries"}
@@ -210,13 +229,9 @@ def trailing_tokens(tokens: Sequence[str], text: str) -> list[str]:
     return trailing
 
 
-@classifier
-def first_token(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+@on_answer()
+def first_token(probe: Probe, last: Exchange, result: WireResult, exchanges: Sequence[Exchange]) -> Verdict:
     """Is the first generated token a label, and where did any reasoning trace go?"""
-    last = exchanges[-1]
-    if last.status != 200:
-        return _refused(last)
-    result = _wire(probe, last)
     trace = {"trace": result.reasoning_field or "none"}
     if not result.logprobs:
         start = "no logprobs" if result.logprobs is None else "an empty logprob list"
@@ -280,13 +295,9 @@ def error_shape(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     )
 
 
-@classifier
-def choices_count(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+@on_answer()
+def choices_count(probe: Probe, last: Exchange, result: WireResult, exchanges: Sequence[Exchange]) -> Verdict:
     """How many choices came back for n: 2."""
-    last = exchanges[-1]
-    if last.status != 200:
-        return _refused(last)
-    result = _wire(probe, last)
     asked = _asked(last, "n")
     outcome: Outcome = "supported" if result.choices == asked else "ignored"
     return Verdict(
@@ -297,33 +308,27 @@ def choices_count(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     )
 
 
-@classifier
-def accepted_or_refused(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+@on_answer()
+def accepted_or_refused(
+    probe: Probe, last: Exchange, result: WireResult, exchanges: Sequence[Exchange]
+) -> Verdict:
     """A field or turn the server either takes (200) or refuses in its own words."""
-    last = exchanges[-1]
-    if last.status != 200:
-        return _refused(last)
-    result = _wire(probe, last)
     return Verdict("supported", f"accepted, 200; answer {_answer(result)}", excerpt(last.text))
 
 
-@classifier
-def ignored_or_refused(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+@on_answer()
+def ignored_or_refused(
+    probe: Probe, last: Exchange, result: WireResult, exchanges: Sequence[Exchange]
+) -> Verdict:
     """A field with no visible effect when taken: ignored (200) or refused in the server's words."""
-    last = exchanges[-1]
-    if last.status != 200:
-        return _refused(last)
-    result = _wire(probe, last)
     return Verdict("ignored", f"accepted and ignored, 200; answer {_answer(result)}", excerpt(last.text))
 
 
-@classifier
-def grammar_obeyed(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+@on_answer()
+def grammar_obeyed(
+    probe: Probe, last: Exchange, result: WireResult, exchanges: Sequence[Exchange]
+) -> Verdict:
     """Does the answer obey a grammar that allows only the labels?"""
-    last = exchanges[-1]
-    if last.status != 200:
-        return _refused(last)
-    result = _wire(probe, last)
     if result.text is not None and result.text.strip() in LABELS:
         return Verdict("supported", f"honoured: the answer is {_answer(result)}", excerpt(last.text))
     return Verdict(
@@ -341,13 +346,9 @@ def _opens_with_canary(text: str) -> bool:
     return "".join(text.split()).startswith(json.dumps({"canary": CANARY}, separators=(",", ":"))[:-1])
 
 
-@classifier
-def schema_canary(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+@on_answer()
+def schema_canary(probe: Probe, last: Exchange, result: WireResult, exchanges: Sequence[Exchange]) -> Verdict:
     """A schema whose only legal answer names a constant the prompt never mentions: enforced?"""
-    last = exchanges[-1]
-    if last.status != 200:
-        return _refused(last)
-    result = _wire(probe, last)
     try:
         answer = json.loads(result.text or "")
     except json.JSONDecodeError:
@@ -368,13 +369,11 @@ def schema_canary(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     )
 
 
-@classifier
-def budget_honoured(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+@on_answer()
+def budget_honoured(
+    probe: Probe, last: Exchange, result: WireResult, exchanges: Sequence[Exchange]
+) -> Verdict:
     """max_completion_tokens: 1 without max_tokens — did the answer stop at one token?"""
-    last = exchanges[-1]
-    if last.status != 200:
-        return _refused(last)
-    result = _wire(probe, last)
     used = result.usage.completion_tokens
     limit = _asked(last, "max_completion_tokens")
     if used is not None and limit is not None and used <= limit:
@@ -387,13 +386,11 @@ def budget_honoured(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     )
 
 
-@classifier
-def trace_after_switch(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+@on_answer()
+def trace_after_switch(
+    probe: Probe, last: Exchange, result: WireResult, exchanges: Sequence[Exchange]
+) -> Verdict:
     """A thinking switch was accepted or refused; if accepted, did a trace still arrive?"""
-    last = exchanges[-1]
-    if last.status != 200:
-        return _refused(last)
-    result = _wire(probe, last)
     if result.reasoning is None:
         return Verdict("supported", "accepted; no trace arrived", f"answer {_answer(result)}")
     return Verdict("ignored", f"accepted, but a {_trace(result)} still arrived", excerpt(last.text))
@@ -413,13 +410,9 @@ def _cache_paths(result: WireResult) -> list[str]:
     return found
 
 
-@classifier
-def cached_tokens(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+@on_answer()
+def cached_tokens(probe: Probe, last: Exchange, result: WireResult, exchanges: Sequence[Exchange]) -> Verdict:
     """Where the server reports cached prompt tokens, and how many it reported."""
-    last = exchanges[-1]
-    if last.status != 200:
-        return _refused(last)
-    result = _wire(probe, last)
     prompt = result.usage.prompt_tokens
     of = f" of {prompt} prompt tokens" if prompt is not None else ""
     if probe.surface == "messages" and prompt is not None:
@@ -447,13 +440,11 @@ def cached_tokens(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     return Verdict("info", f"{'; '.join(found)}{of}", excerpt(usage), facts)
 
 
-@classifier
-def responses_logprobs(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+@on_answer()
+def responses_logprobs(
+    probe: Probe, last: Exchange, result: WireResult, exchanges: Sequence[Exchange]
+) -> Verdict:
     """Real logprobs on the output_text part, an empty list, or a refusal."""
-    last = exchanges[-1]
-    if last.status != 200:
-        return _refused(last)
-    result = _wire(probe, last)
     if result.logprobs is None:
         return Verdict(
             "ignored", "accepted; no logprobs field on the output", excerpt(last.text), {"logprobs": "absent"}
@@ -472,26 +463,20 @@ def responses_logprobs(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     )
 
 
-@classifier
-def output_shape(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+@on_answer()
+def output_shape(probe: Probe, last: Exchange, result: WireResult, exchanges: Sequence[Exchange]) -> Verdict:
     """The status and the item / part types of a Responses answer."""
-    last = exchanges[-1]
-    if last.status != 200:
-        return _refused(last)
-    result = _wire(probe, last)
     shape = ", ".join(result.content_types) or "nothing"
     return Verdict(
         "supported", f"200; output parts: {shape}; status {result.finish}", f"answer {_answer(result)}"
     )
 
 
-@classifier
-def input_parts_seen(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+@on_answer()
+def input_parts_seen(
+    probe: Probe, last: Exchange, result: WireResult, exchanges: Sequence[Exchange]
+) -> Verdict:
     """input_text parts against the string form: the same input token count means the same text."""
-    last = exchanges[-1]
-    if last.status != 200:
-        return _refused(last)
-    result = _wire(probe, last)
     parts = result.usage.prompt_tokens
     baseline = None
     if len(exchanges) > 1 and exchanges[0].status == 200:
@@ -509,13 +494,11 @@ def input_parts_seen(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     )
 
 
-@classifier
-def truncation_signal(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+@on_answer()
+def truncation_signal(
+    probe: Probe, last: Exchange, result: WireResult, exchanges: Sequence[Exchange]
+) -> Verdict:
     """A small max_output_tokens: does the body say the answer was cut?"""
-    last = exchanges[-1]
-    if last.status != 200:
-        return _refused(last)
-    result = _wire(probe, last)
     details = result.raw.get("incomplete_details")
     reason = details.get("reason") if isinstance(details, Mapping) else None
     if result.finish == "incomplete":
@@ -533,13 +516,11 @@ def truncation_signal(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     )
 
 
-@classifier
-def message_blocks(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+@on_answer(on_404="no route")
+def message_blocks(
+    probe: Probe, last: Exchange, result: WireResult, exchanges: Sequence[Exchange]
+) -> Verdict:
     """Does the Messages route exist; which blocks and stop_reason come back?"""
-    last = exchanges[-1]
-    if last.status != 200:
-        return _refused(last, "no route" if last.status == 404 else "refused")
-    result = _wire(probe, last)
     blocks = ", ".join(result.content_types) or "none"
     return Verdict(
         "supported",
@@ -549,13 +530,11 @@ def message_blocks(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     )
 
 
-@classifier
-def thinking_blocks(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+@on_answer()
+def thinking_blocks(
+    probe: Probe, last: Exchange, result: WireResult, exchanges: Sequence[Exchange]
+) -> Verdict:
     """thinking enabled with a budget: refused, ignored, or answered with thinking blocks."""
-    last = exchanges[-1]
-    if last.status != 200:
-        return _refused(last)
-    result = _wire(probe, last)
     blocks = ", ".join(result.content_types) or "none"
     if "thinking" in result.content_types:
         return Verdict("supported", f"accepted; thinking blocks back (blocks: {blocks})", excerpt(last.text))
@@ -566,13 +545,11 @@ def thinking_blocks(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     )
 
 
-@classifier
-def required_or_defaulted(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+@on_answer("required")
+def required_or_defaulted(
+    probe: Probe, last: Exchange, result: WireResult, exchanges: Sequence[Exchange]
+) -> Verdict:
     """max_tokens omitted: required in the server's words, or a default applied."""
-    last = exchanges[-1]
-    if last.status != 200:
-        return _refused(last, "required")
-    result = _wire(probe, last)
     used = result.usage.completion_tokens
     return Verdict(
         "info",

@@ -119,6 +119,12 @@ class Run:
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
 
     @classmethod
+    def of(cls, recording: Recording, **more: Any) -> Run:
+        """What the results index says of the run that made it, and `more` that it does not say."""
+        said = ("server", "release", "model", "model_name", "recorded_on", "command")
+        return cls(**{name: getattr(recording, name) for name in said}, **more)
+
+    @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Run:
         return cls(**{f.name: data.get(f.name) for f in fields(cls)})
 
@@ -396,12 +402,4 @@ def _provenance_of(recording: Recording, path: Path) -> Provenance:
     """The recording's provenance file, or what its index says of the run when there is none."""
     if path.exists():
         return read_provenance(path)
-    told = Run(
-        server=recording.server,
-        release=recording.release,
-        model=recording.model,
-        model_name=recording.model_name,
-        recorded_on=recording.recorded_on,
-        command=recording.command,
-    )
-    return Provenance(recording.key, "recorded live; no provenance file was kept", told)
+    return Provenance(recording.key, "recorded live; no provenance file was kept", Run.of(recording))

@@ -183,13 +183,8 @@ def record(
 
 
 def _run(target: Target, recording: Recording, timeout: float, wall: float, whole: bool) -> Run:
-    return Run(
-        server=recording.server,
-        release=recording.release,
-        model=recording.model,
-        model_name=recording.model_name,
-        recorded_on=recording.recorded_on,
-        command=recording.command,
+    return Run.of(
+        recording,
         server_command=" ".join(target.server_command) or None,
         base_url=_portless(target.preset.base_url),
         flags={"timeout_s": timeout, "all_probes": whole, **dict(target.extra)},

@@ -238,14 +238,12 @@ def spawn_llamacpp(
         sigill_hint=_PORTABLE,
     )
     with launched(launch, identify=_llamacpp_build, timeout=startup_timeout) as running:
-        yield SpawnedServer(
-            base_url=f"{running.root_url}/v1",
+        yield running.serving(
+            "llamacpp",
             model=MODEL_ALIAS,
-            server="llamacpp",
             version=build.release,
             model_name=EMBEDDED_MODEL_NAME,
-            command=tuple(shown),
-            log_path=running.log_path,
+            command=shown,
             extra={
                 "build_info": running.identity,
                 "binary_package": build.package,

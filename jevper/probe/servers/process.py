@@ -66,6 +66,28 @@ class Running:
     log_path: Path
     identity: str  # what the identify callback read once the server was healthy (its version)
 
+    def serving(
+        self,
+        kind: str,
+        *,
+        model: str,
+        version: str,
+        model_name: str,
+        command: Sequence[str],
+        extra: Mapping[str, str],
+    ) -> SpawnedServer:
+        """What the harness knows of this process as a server of `kind`, serving on /v1."""
+        return SpawnedServer(
+            base_url=f"{self.root_url}/v1",
+            model=model,
+            server=kind,
+            version=version,
+            model_name=model_name,
+            command=tuple(command),
+            log_path=self.log_path,
+            extra=dict(extra),
+        )
+
 
 def cache_dir() -> Path:
     root = os.environ.get("JEVPER_CACHE") or os.path.join(

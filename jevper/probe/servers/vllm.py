@@ -235,14 +235,12 @@ def spawn_vllm(
     )
     started = time.monotonic()
     with launched(launch, identify=_vllm_version, timeout=startup_timeout) as running:
-        yield SpawnedServer(
-            base_url=f"{running.root_url}/v1",
+        yield running.serving(
+            "vllm",
             model=MODEL_ALIAS,
-            server="vllm",
             version=running.identity,
             model_name=VLLM_MODEL_NAME,
-            command=tuple(shown),
-            log_path=running.log_path,
+            command=shown,
             extra={
                 "package": f"{VLLM_PACKAGE} {VLLM_RELEASE}",
                 "flags": " ".join(extra_args),
