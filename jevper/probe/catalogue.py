@@ -21,7 +21,7 @@ from jevper._wire import SURFACES, Surface
 from jevper.probe.agreement import RULES
 
 #: The probe files, in the order the runner sends them (the catalogue's order).
-PROBE_FILES = ("chat.toml", "responses.toml", "messages.toml")
+PROBE_FILES = ("chat.toml", "responses.toml", "messages.toml", "systemone.toml")
 #: The other data files of the package, which hold no probes.
 DATA_FILES = ("presets.toml", "topics.toml", "reference.toml")
 
@@ -46,6 +46,7 @@ _PROBE_KEYS = {
     "opening",
     "compare",
     "canonical",
+    "reproducible",
 }
 
 
@@ -80,6 +81,8 @@ class Probe:
     opening: str | None = None  # the prompt's first line, unique to a cold-cache probe
     compare: str = "outcome"  # the agreement rule (agreement.RULES) that compares it with the reference
     canonical: bool = False  # one of the canonical probes every recording is made against
+    # Send temperature 0 and the fixed seed; false for an API without those fields (System One).
+    reproducible: bool = True
 
 
 @dataclass(frozen=True)
@@ -148,8 +151,8 @@ def _probe(raw: Mapping[str, Any], defaults: Mapping[str, Any], source: str) -> 
         decides=raw["decides"],
         classifier=raw["classifier"],
         deterministic=bool(raw["deterministic"]),
-        prompt=raw.get("prompt", "standard"),
-        thinking_off=bool(raw.get("thinking_off", True)),
+        prompt=raw.get("prompt", defaults.get("prompt", "standard")),
+        thinking_off=bool(raw.get("thinking_off", defaults.get("thinking_off", True))),
         model=raw.get("model"),
         body=dict(raw.get("body", {})),
         drop=tuple(raw.get("drop", ())),
@@ -160,6 +163,7 @@ def _probe(raw: Mapping[str, Any], defaults: Mapping[str, Any], source: str) -> 
         opening=raw.get("opening"),
         compare=raw["compare"],
         canonical=bool(raw.get("canonical", defaults.get("canonical", False))),
+        reproducible=bool(raw.get("reproducible", defaults.get("reproducible", True))),
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from jevper._errors import JevperError, MalformedAnswerError
 from jevper._wire import ErrorBody, WireResult, read, read_error
+from jevper._wire.systemone import body_violations
 from jevper.probe.cassettes import Exchange
 from jevper.probe.catalogue import Probe
 from jevper.probe.prompts import LABELS
@@ -556,3 +557,85 @@ def required_or_defaulted(
         f"defaulted: answered without it ({plural(used or 0, 'output token')}, stop_reason {result.finish})",
         f"answer {_answer(result)}",
     )
+
+
+# --- the System One route ---------------------------------------------------------------------------
+
+
+def _s1_unserved(last: Exchange) -> Verdict | None:
+    """No route (404), or a route that will not answer for this model (501): neither says anything
+    about the API's rules, and both are said in the server's own words."""
+    if last.status == 404:
+        return _refused(last, "no route")
+    if last.status == 501:
+        return _refused(last, "not served for this model")
+    return None
+
+
+@classifier
+def systemone_conformance(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """A 200 checked against the API: every answer typed, a distribution over exactly its options
+    summing to 1, the choice at the peak, the score at the expectation, the legend, usage."""
+    last = exchanges[-1]
+    unserved = _s1_unserved(last)
+    if unserved is not None:
+        return unserved
+    if last.status != 200:
+        return _refused(last)
+    asked = _asked(last, "questions")
+    questions = asked if isinstance(asked, Mapping) else {}
+    body = last.json()
+    found = body_violations(body, questions)
+    answers = body.get("answers") if isinstance(body, Mapping) else None
+    shown = excerpt(answers if answers is not None else last.text)
+    if found:
+        more = f" (and {plural(len(found) - 1, 'more')})" if len(found) > 1 else ""
+        return Verdict("info", f"200, but not the API's answer: {found[0]}{more}", shown)
+    return Verdict("supported", f"200; {plural(len(questions), 'answer')} as the API defines them", shown)
+
+
+@classifier
+def systemone_invalid(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """An invalid request: refused as such (400, 422), accepted, or a 5xx (which the API rules out)."""
+    last = exchanges[-1]
+    unserved = _s1_unserved(last)
+    if unserved is not None:
+        return unserved
+    if last.status == 200:
+        return Verdict("ignored", "accepted, 200: the invalid request was answered", excerpt(last.text))
+    if last.status >= 500:
+        error = _error(last)
+        return Verdict(
+            "info",
+            f"{last.status} for a bad request (the API says 4xx): {words(error.message)}",
+            excerpt(last.text),
+        )
+    return _refused(last)
+
+
+@classifier
+def decision_models(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """Does GET /v1/models mark a decision model (architecture.output_modalities has "decisions")?"""
+    last = exchanges[-1]
+    if last.status != 200:
+        return _refused(last)
+    body = last.json()
+    listed = body.get("data") if isinstance(body, Mapping) else None
+    if not isinstance(listed, list):
+        keys = sorted(body) if isinstance(body, Mapping) else []
+        return Verdict("info", f"200, not the OpenAI list shape (keys {keys})", excerpt(last.text))
+    marked, described = [], []
+    for entry in listed:
+        if not isinstance(entry, Mapping):
+            continue
+        architecture = entry.get("architecture")
+        outputs = architecture.get("output_modalities") if isinstance(architecture, Mapping) else None
+        if isinstance(outputs, list):
+            described.append(f"{entry.get('id')}: {outputs}")
+            if "decisions" in outputs:
+                marked.append(str(entry.get("id")))
+    if marked:
+        return Verdict("supported", f"decision models marked: {', '.join(marked)}", excerpt(described))
+    if described:
+        return Verdict("info", f"no decision model ({'; '.join(described)[:80]})", excerpt(described))
+    return Verdict("ignored", f"{plural(len(listed), 'model')}, no architecture field", excerpt(last.text))

@@ -1,8 +1,8 @@
 """Turn a probe into the HTTP request(s) it sends, for one preset and model.
 
 Body order: model, the prompt's fields, the reproducible fields (temperature 0, a fixed seed, with the
-probe's `sampling` overrides), the preset's thinking-off field (unless the probe turns it off), then the
-probe's own body; `drop` last.
+probe's `sampling` overrides; unless the probe asks for none), the preset's thinking-off field (unless
+the probe turns it off), then the probe's own body; `drop` last. A GET sends no body.
 """
 
 from __future__ import annotations
@@ -43,12 +43,15 @@ def compose(probe: Probe, catalogue: Catalogue, preset: Preset) -> ProbeRequest:
         return compose(catalogue.get(probe.request_of), catalogue, preset)
     if probe.raw_body is not None:
         return ProbeRequest(probe.method, probe.path, probe.raw_body.encode("utf-8"), None)
+    if probe.method == "GET":
+        return ProbeRequest(probe.method, probe.path, b"", None)
     body: dict[str, Any] = {"model": probe.model or preset.model}
     body.update(prompt_fields(probe.prompt, probe.surface, probe.opening))
-    body.update(reproducible_fields())
-    body.update(probe.sampling)
+    if probe.reproducible:
+        body.update(reproducible_fields())
+        body.update(probe.sampling)
     if probe.thinking_off:
-        body.update(preset.thinking_off[probe.surface])
+        body.update(preset.thinking_off_for(probe.surface))
     body.update(probe.body)
     for key in probe.drop:
         body.pop(key, None)

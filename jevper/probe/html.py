@@ -37,7 +37,12 @@ __all__ = [
 
 COMMAND = "python -m jevper.probe report"
 
-SURFACES = {"chat_completions": "Chat Completions", "responses": "Responses", "messages": "Messages"}
+SURFACES = {
+    "chat_completions": "Chat Completions",
+    "responses": "Responses",
+    "messages": "Messages",
+    "systemone": "System One",
+}
 # kind -> (marker, words); the marker and words carry the meaning so colour is never the only signal.
 KINDS: dict[str, tuple[str, str]] = {
     "supported": ("✓", "supported"),

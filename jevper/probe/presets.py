@@ -47,8 +47,10 @@ class Preset:
         for path, key in self.version_sources:
             try:
                 answer = httpx.get(root + path, headers=dict(headers), timeout=5.0)
-                value = answer.json().get(key) if answer.status_code == 200 else None
-            except (httpx.HTTPError, ValueError, AttributeError):
+                value = answer.json() if answer.status_code == 200 else None
+                for part in key.split("."):  # a dotted key reads a nested field
+                    value = value.get(part) if isinstance(value, Mapping) else None
+            except (httpx.HTTPError, ValueError):
                 continue
             if isinstance(value, str) and states_release(value):
                 return value.split("-")[0]
@@ -78,7 +80,11 @@ def load_presets() -> Mapping[str, Preset]:
                 f"probes/presets.toml: preset {name!r}: thinking_off for {strange}, expected surfaces "
                 f"among {list(SURFACES)}"
             )
-        sources = tuple((s["path"], s["key"]) for s in raw.get("version", ())) or USUAL_VERSION_SOURCES
+        sources = (
+            tuple((s["path"], s["key"]) for s in raw["version"])
+            if "version" in raw
+            else USUAL_VERSION_SOURCES
+        )
         presets[name] = Preset(
             name=name,
             display_name=raw.get("name", name),

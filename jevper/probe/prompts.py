@@ -105,7 +105,74 @@ _LAYOUTS: Mapping[str, Callable[[], Turns]] = {
     "input-text-parts": lambda: (("system", SYSTEM), ("user", _user(STATE))),
 }
 
-PROMPTS = tuple(_LAYOUTS)
+#: The System One probes' bodies: a state and the questions, in the API's own shape.
+_S1_STANDARD: dict[str, Any] = {
+    "topic": {
+        "type": "choice",
+        "instructions": "What is the customer's message about?",
+        "criteria": {
+            "billing": "money, invoices, refunds, charges",
+            "shipping": "delivery, tracking, lost parcels",
+            "technical": "errors, crashes, login or performance problems",
+        },
+    },
+    "refund": {"type": "noul", "instructions": "Does the customer want money back?"},
+    "urgency": {
+        "type": "score",
+        "instructions": "How urgent is this?",
+        "criteria": ["can wait", "this week", "today"],
+    },
+}
+
+
+def _s1(questions: Mapping[str, Any], state: Any = STATE) -> Callable[[], dict[str, Any]]:
+    return lambda: {"state": state, "questions": dict(questions)}
+
+
+def _levels(n: int) -> list[str]:
+    return [f"level {i}" for i in range(n)]
+
+
+_BODIES: Mapping[str, Callable[[], dict[str, Any]]] = {
+    "s1-standard": _s1(_S1_STANDARD),
+    "s1-json-state": _s1(_S1_STANDARD, {"customer": "Ann", "channel": "email", "message": STATE}),
+    "s1-noul-criteria": _s1(
+        {
+            "angry": {
+                "type": "noul",
+                "instructions": "Is the customer angry?",
+                "criteria": {"true": "the customer is angry", "false": "the customer is calm"},
+            }
+        }
+    ),
+    "s1-null-descriptions": _s1(
+        {
+            "topic": {
+                "type": "choice",
+                "instructions": "Which team?",
+                "criteria": {"billing": None, "shipping": None},
+            }
+        }
+    ),
+    "s1-no-questions": _s1({}),
+    "s1-unknown-type": _s1({"q": {"type": "rank", "instructions": "Rank it.", "criteria": ["a", "b"]}}),
+    "s1-choice-no-options": _s1({"q": {"type": "choice", "instructions": "Which?", "criteria": {}}}),
+    "s1-choice-256-options": _s1(
+        {
+            "q": {
+                "type": "choice",
+                "instructions": "Which?",
+                "criteria": {f"option {i}": None for i in range(256)},
+            }
+        }
+    ),
+    "s1-score-one-level": _s1({"q": {"type": "score", "instructions": "How much?", "criteria": _levels(1)}}),
+    "s1-score-eleven-levels": _s1(
+        {"q": {"type": "score", "instructions": "How much?", "criteria": _levels(11)}}
+    ),
+}
+
+PROMPTS = (*_LAYOUTS, *_BODIES)
 
 
 def prompt_fields(layout: str, surface: Surface, opening: str | None = None) -> dict[str, Any]:
@@ -114,6 +181,8 @@ def prompt_fields(layout: str, surface: Surface, opening: str | None = None) -> 
     `opening` becomes the first line of the first turn, so the whole prompt starts with text no other
     probe sends: a prefix cache then has nothing to reuse from earlier requests.
     """
+    if layout in _BODIES:
+        return _BODIES[layout]()
     if layout not in _LAYOUTS:
         raise KeyError(f"expected a prompt layout among {PROMPTS}, got {layout!r}")
     turns = _LAYOUTS[layout]()

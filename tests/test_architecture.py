@@ -1,0 +1,93 @@
+"""ARCHITECTURE.md's import rules, checked: each layer imports only what the map says it may."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "jevper"
+CLIENT_CORE_PRIVATE = {
+    "jevper._client_base",
+    "jevper._options",
+    "jevper._engine",
+    "jevper._ask",
+    "jevper._prompt",
+    "jevper._readout",
+    "jevper._distribution",
+    "jevper._memory",
+    "jevper._usage",
+    "jevper._systemone",
+    "jevper._transport",
+}
+
+
+def module_of(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports() -> dict[str, set[str]]:
+    """Every jevper module and the jevper modules it imports (`from jevper import x` names x)."""
+    found: dict[str, set[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("jevper"):
+                names.add(node.module)
+                if node.module == "jevper":
+                    names.update(f"jevper.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names if alias.name.startswith("jevper"))
+        found[module_of(path)] = names
+    return found
+
+
+IMPORTS = imports()
+
+
+def under(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+@pytest.mark.parametrize("module", [m for m in IMPORTS if under(m, "jevper._wire")])
+def test_the_wire_format_imports_nothing_of_jevper_but_itself_and_the_errors(module: str) -> None:
+    strays = {m for m in IMPORTS[module] if not under(m, "jevper._wire") and m != "jevper._errors"}
+    assert strays == set()
+
+
+@pytest.mark.parametrize(
+    "module",
+    [m for m in IMPORTS if not any(under(m, p) for p in ("jevper.probe", "jevper.serve", "jevper.testing"))],
+)
+def test_the_client_never_imports_the_harness_the_gateway_or_the_test_servers(module: str) -> None:
+    strays = {
+        m
+        for m in IMPORTS[module]
+        if any(under(m, p) for p in ("jevper.probe", "jevper.serve", "jevper.testing"))
+    }
+    assert strays == set()
+
+
+@pytest.mark.parametrize("module", [m for m in IMPORTS if under(m, "jevper.probe")])
+def test_the_harness_reads_bodies_through_the_wire_and_never_the_client_cores_private_modules(
+    module: str,
+) -> None:
+    assert IMPORTS[module] & CLIENT_CORE_PRIVATE == set()
+    assert not {m for m in IMPORTS[module] if under(m, "jevper.serve") or under(m, "jevper.testing")}
+
+
+@pytest.mark.parametrize("module", [m for m in IMPORTS if under(m, "jevper.testing")])
+def test_the_test_servers_import_only_the_wire_format(module: str) -> None:
+    strays = {m for m in IMPORTS[module] if not under(m, "jevper.testing") and not under(m, "jevper._wire")}
+    assert strays == set()
+
+
+def test_only_the_transport_names_the_sdks_create_calls() -> None:
+    callers = [
+        module_of(path)
+        for path in PACKAGE.rglob("*.py")
+        if '"create"' in path.read_text(encoding="utf-8") and not under(module_of(path), "jevper.probe")
+    ]
+    assert callers == ["jevper._transport"]
