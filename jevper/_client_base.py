@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Unpack
 
+from jevper import _json
 from jevper._engine import Answered
 from jevper._errors import InvalidQuestionError
 from jevper._memory import Memory
@@ -46,7 +47,10 @@ class BaseClient:
                 f"questions: expected a non-empty mapping of question id to question, got {questions!r:.80}"
             )
         options = self._options.overridden(overrides)
-        asked = tuple((str(qid), as_question(str(qid), q)) for qid, q in questions.items())
+        asked = tuple(
+            (_json.text(f"questions[{qid!r}]", str(qid)), as_question(str(qid), q))
+            for qid, q in questions.items()
+        )
         return Plan(options, state_turns(state), asked)
 
     def _assemble(self, plan: Plan, answered: Sequence[Answered]) -> SystemOneResponse:

@@ -29,17 +29,17 @@ from typing import Any
 
 from jevper import _deadline
 from jevper._errors import MalformedAnswerError, ProviderError
-from jevper._wire import Surface, WireResult, build, provider_error, read, read_error
+from jevper._wire import PromptSurface, WireResult, build, provider_error, read, read_error
 from jevper._wire.request import WireRequest
 
 #: Fields every supported SDK version takes as keywords; everything else travels in extra_body, so
 #: an older SDK without, say, ``top_logprobs`` on ``responses.create`` still sends it.
-_KEYWORDS: dict[Surface, frozenset[str]] = {
+_KEYWORDS: dict[PromptSurface, frozenset[str]] = {
     "chat_completions": frozenset({"model", "messages"}),
     "responses": frozenset({"model", "input"}),
     "messages": frozenset({"model", "messages", "max_tokens", "system"}),
 }
-_PATHS: dict[Surface, tuple[str, ...]] = {
+_PATHS: dict[PromptSurface, tuple[str, ...]] = {
     "chat_completions": ("chat", "completions", "create"),
     "responses": ("responses", "create"),
     "messages": ("messages", "create"),
@@ -50,7 +50,7 @@ _UNREACHABLE = frozenset({"APIConnectionError", "TransportError", "ConnectionErr
 
 
 def prepare(
-    client: object, surface: Surface, request: WireRequest, timeout: float, *, streaming: bool = False
+    client: object, surface: PromptSurface, request: WireRequest, timeout: float, *, streaming: bool = False
 ) -> tuple[Callable[..., Any], dict[str, Any], bool]:
     """The bound create() of ``surface``, its keyword arguments, and whether it streams the body.
 
@@ -101,7 +101,7 @@ _RETRY_STATUSES = frozenset({408, 409, 429, 502, 503, 504})
 MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
-def send(client: object, surface: Surface, request: WireRequest, timeout: float) -> WireResult:
+def send(client: object, surface: PromptSurface, request: WireRequest, timeout: float) -> WireResult:
     target, retries = _without_sdk_retries(client)
     create, kwargs, streamed = prepare(target, surface, request, timeout, streaming=True)
     if streamed:
@@ -122,7 +122,9 @@ def send(client: object, surface: Surface, request: WireRequest, timeout: float)
         return _read(surface, response, request.model)
 
 
-def _streamed(create: Callable[..., Any], kwargs: dict[str, Any], surface: Surface, timeout: float) -> bytes:
+def _streamed(
+    create: Callable[..., Any], kwargs: dict[str, Any], surface: PromptSurface, timeout: float
+) -> bytes:
     """The whole body within ``timeout`` of asking and within MAX_BODY_BYTES, or a typed error."""
     alarm = _deadline.start(timeout)
     body = bytearray()
@@ -160,7 +162,9 @@ def _streamed(create: Callable[..., Any], kwargs: dict[str, Any], surface: Surfa
     return bytes(body)
 
 
-async def _streamed_async(create: Callable[..., Any], kwargs: dict[str, Any], surface: Surface) -> bytes:
+async def _streamed_async(
+    create: Callable[..., Any], kwargs: dict[str, Any], surface: PromptSurface
+) -> bytes:
     body = bytearray()
     async with create(**kwargs) as response:
         async for chunk in response.iter_bytes():
@@ -170,14 +174,16 @@ async def _streamed_async(create: Callable[..., Any], kwargs: dict[str, Any], su
     return bytes(body)
 
 
-def _too_big(surface: Surface) -> MalformedAnswerError:
+def _too_big(surface: PromptSurface) -> MalformedAnswerError:
     return MalformedAnswerError(
         f"{surface}: expected a response body of at most {MAX_BODY_BYTES // 2**20} MiB, got more; "
         "ask for fewer top_logprobs or a smaller output budget, or check the server"
     )
 
 
-async def send_async(client: object, surface: Surface, request: WireRequest, timeout: float) -> WireResult:
+async def send_async(
+    client: object, surface: PromptSurface, request: WireRequest, timeout: float
+) -> WireResult:
     target, retries = _without_sdk_retries(client)
     create, kwargs, streamed = prepare(target, surface, request, timeout, streaming=True)
     attempt = 0
@@ -231,7 +237,7 @@ def _no_retry_copy(client: object, with_options: Callable[..., object]) -> objec
 
 
 def _retry(
-    exc: Exception, surface: Surface, model: str, attempt: int, retries: int, timeout: float
+    exc: Exception, surface: PromptSurface, model: str, attempt: int, retries: int, timeout: float
 ) -> tuple[Exception, float | None]:
     """The error to raise, and the seconds to wait before trying again (None: raise it now)."""
     error = _translated(exc, surface, model, timeout)
@@ -300,7 +306,7 @@ def _retry_after(exc: Exception) -> float | None:
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
-def _read(surface: Surface, response: object, model: str) -> WireResult:
+def _read(surface: PromptSurface, response: object, model: str) -> WireResult:
     return read(surface, as_body(surface, response), model=model)
 
 
@@ -343,7 +349,7 @@ def as_body(surface: str, response: object) -> Mapping[str, Any]:
     )
 
 
-def _translated(exc: Exception, surface: Surface, model: str, timeout: float) -> Exception:
+def _translated(exc: Exception, surface: PromptSurface, model: str, timeout: float) -> Exception:
     if isinstance(exc, ProviderError):
         return exc
     status = getattr(exc, "status_code", None)

@@ -6,8 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Surface = Literal["chat_completions", "responses", "messages"]
-SURFACES: tuple[Surface, ...] = ("chat_completions", "responses", "messages")
+#: The routes that carry a prompt, one question a request: each builds a WireRequest, reads a WireResult.
+PromptSurface = Literal["chat_completions", "responses", "messages"]
+PROMPT_SURFACES: tuple[PromptSurface, ...] = ("chat_completions", "responses", "messages")
+#: Every route an answer can come from: the prompt surfaces, and System One, which answers every
+#: question of a call in one request, natively (jevper/_wire/systemone.py).
+Surface = Literal["chat_completions", "responses", "messages", "systemone"]
+SURFACES: tuple[Surface, ...] = (*PROMPT_SURFACES, "systemone")
 
 ErrorShape = Literal["object", "detail", "string", "text", "empty"]
 
@@ -35,7 +40,7 @@ class WireUsage:
 class WireResult:
     """One response body of any surface, normalized."""
 
-    surface: Surface
+    surface: PromptSurface
     text: str | None  # the answer text (first choice / output_text / text blocks)
     reasoning: str | None  # any trace, wherever it was
     reasoning_field: str | None  # "reasoning", "reasoning_content", "thinking", "reasoning_text",

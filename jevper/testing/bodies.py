@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from jevper._wire import Surface
+from jevper._wire import PromptSurface
 
 #: The distribution of a healthy label answer: A most likely, then B, then C.
 HEALTHY_LOGPROBS: tuple[tuple[str, float], ...] = (("A", -0.2), ("B", -1.9), ("C", -3.4))
@@ -40,7 +40,7 @@ def find_schema(request: Any) -> Mapping[str, Any] | None:
     return None
 
 
-def wants_logprobs(surface: Surface, request: Any) -> bool:
+def wants_logprobs(surface: PromptSurface, request: Any) -> bool:
     if not isinstance(request, Mapping):
         return False
     if surface == "responses":
@@ -88,7 +88,7 @@ def healthy_entries() -> list[dict[str, Any]]:
 class Answer:
     """The parts of one answer, before they are laid out in a surface's shape."""
 
-    def __init__(self, surface: Surface, request: Any, model: str) -> None:
+    def __init__(self, surface: PromptSurface, request: Any, model: str) -> None:
         self.surface = surface
         self.model = model
         self.logprobs: list[dict[str, Any]] | None = (
@@ -167,7 +167,7 @@ def _messages(a: Answer) -> dict[str, Any]:
     }
 
 
-_LAYOUTS: dict[Surface, Callable[[Answer], dict[str, Any]]] = {
+_LAYOUTS: dict[PromptSurface, Callable[[Answer], dict[str, Any]]] = {
     "chat_completions": _chat,
     "responses": _responses,
     "messages": _messages,
@@ -245,7 +245,11 @@ def _duplicate_alternatives(a: Answer) -> None:
     a.logprobs = [entry(token, logprob, (HEALTHY_LOGPROBS[0], *HEALTHY_LOGPROBS))]
 
 
-_EMPTY_KEY: dict[Surface, str] = {"chat_completions": "choices", "responses": "output", "messages": "content"}
+_EMPTY_KEY: dict[PromptSurface, str] = {
+    "chat_completions": "choices",
+    "responses": "output",
+    "messages": "content",
+}
 
 BodyFault = Callable[[Answer], dict[str, Any]]
 

@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jevper._wire import Surface
+from jevper._wire import PromptSurface
 from jevper.testing.bodies import BODY_FAULTS, Answer, encode
 from jevper.testing.script import Request, Script
 
@@ -42,7 +42,7 @@ HUGE_BYTES = 50 * 1024 * 1024
 RETRY_AFTER_S = 1
 FAULT_HEADER = "x-jevper-fault"
 _MAX_REQUEST_BYTES = 16 * 1024 * 1024
-_ROUTES: tuple[tuple[str, Surface], ...] = (
+_ROUTES: tuple[tuple[str, PromptSurface], ...] = (
     ("/chat/completions", "chat_completions"),
     ("/responses", "responses"),
     ("/messages", "messages"),
@@ -64,7 +64,7 @@ class Exchange:
     fault: str
     method: str
     path: str
-    surface: Surface | None
+    surface: PromptSurface | None
 
 
 class Reply:
@@ -108,7 +108,7 @@ class Reply:
 class Fault:
     name: str
     says: str  # what the server does, in one line
-    serve: Callable[[Reply, Surface, Request, Answer], Awaitable[None]]
+    serve: Callable[[Reply, PromptSurface, Request, Answer], Awaitable[None]]
 
 
 FAULTS: dict[str, Fault] = {}
@@ -123,24 +123,24 @@ def fault(name: str, says: str) -> Callable[[Callable[..., Awaitable[None]]], Ca
 
 
 @fault("ok", "a healthy answer (label A with logprobs, or a JSON answer to the schema sent)")
-async def _ok(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _ok(reply: Reply, surface: PromptSurface, request: Request, answer: Answer) -> None:
     await reply.json(200, "OK", answer.body())
 
 
 @fault("hang-no-bytes", "reads the request and never sends a byte")
-async def _hang(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _hang(reply: Reply, surface: PromptSurface, request: Request, answer: Answer) -> None:
     await reply.hang()
 
 
 @fault("hang-after-headers", "sends 200 and the headers (content-length set), then no body")
-async def _hang_after_headers(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _hang_after_headers(reply: Reply, surface: PromptSurface, request: Request, answer: Answer) -> None:
     body = encode(answer.body())
     await reply.head(200, "OK", [("content-type", "application/json"), ("content-length", str(len(body)))])
     await reply.hang()
 
 
 @fault("connection-reset", "reads the request and resets the connection (RST, no response)")
-async def _reset(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _reset(reply: Reply, surface: PromptSurface, request: Request, answer: Answer) -> None:
     sock = reply.writer.get_extra_info("socket")
     if sock is not None:
         # Linger 0 turns close() into a reset instead of an orderly FIN.
@@ -150,14 +150,14 @@ async def _reset(reply: Reply, surface: Surface, request: Request, answer: Answe
 
 
 @fault("slow-drip", f"a valid 200 body dripped in chunks every {DRIP_INTERVAL_S} s over {DRIP_TOTAL_S} s")
-async def _drip(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _drip(reply: Reply, surface: PromptSurface, request: Request, answer: Answer) -> None:
     await _dripped(reply, 200, "OK", encode(answer.body()))
 
 
 @fault(
     "slow-drip-error", f"a 500 error body dripped in chunks every {DRIP_INTERVAL_S} s over {DRIP_TOTAL_S} s"
 )
-async def _drip_error(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _drip_error(reply: Reply, surface: PromptSurface, request: Request, answer: Answer) -> None:
     # An SDK reads an error body itself, before handing any response back: the whole exchange must still
     # end at the caller's timeout.
     body = encode(
@@ -180,12 +180,12 @@ async def _dripped(reply: Reply, status: int, reason: str, body: bytes) -> None:
 
 
 @fault("html-500", "500 with an HTML error page")
-async def _html_500(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _html_500(reply: Reply, surface: PromptSurface, request: Request, answer: Answer) -> None:
     await reply.send(500, "Internal Server Error", _HTML_500, "text/html; charset=utf-8")
 
 
 def _retry_after(status: int, reason: str, seconds: int) -> Callable[..., Awaitable[None]]:
-    async def serve(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+    async def serve(reply: Reply, surface: PromptSurface, request: Request, answer: Answer) -> None:
         body = {
             "error": {"message": f"{reason}: try again in {seconds} s", "type": "overloaded", "code": status}
         }
@@ -209,23 +209,23 @@ fault("429-retry-after-hour", "429 with Retry-After: 3600 (a client must cap the
 
 
 @fault("truncated-json", "200, application/json, the body cut in half (content-length matches the half)")
-async def _truncated(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _truncated(reply: Reply, surface: PromptSurface, request: Request, answer: Answer) -> None:
     body = encode(answer.body())
     await reply.send(200, "OK", body[: len(body) // 2], "application/json")
 
 
 @fault("non-json-body", "200, application/json, a body of plain words")
-async def _non_json(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _non_json(reply: Reply, surface: PromptSurface, request: Request, answer: Answer) -> None:
     await reply.send(200, "OK", b"Model is loading, please wait.", "application/json")
 
 
 @fault("wrong-content-type", "200 with a valid JSON body labelled text/html")
-async def _wrong_type(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _wrong_type(reply: Reply, surface: PromptSurface, request: Request, answer: Answer) -> None:
     await reply.send(200, "OK", encode(answer.body()), "text/html; charset=utf-8")
 
 
 @fault("huge-body", f"200 with a valid answer padded to {HUGE_BYTES // 2**20} MB")
-async def _huge(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _huge(reply: Reply, surface: PromptSurface, request: Request, answer: Answer) -> None:
     head = encode(answer.body())[:-1] + b', "padding": "'
     tail = b'"}'
     pad = HUGE_BYTES - len(head) - len(tail)
@@ -242,19 +242,19 @@ async def _huge(reply: Reply, surface: Surface, request: Request, answer: Answer
 
 
 @fault("html-404", "404 with an HTML page on the surface's own route")
-async def _html_404(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _html_404(reply: Reply, surface: PromptSurface, request: Request, answer: Answer) -> None:
     await reply.send(404, "Not Found", _HTML_404, "text/html")
 
 
 @fault("crash", "the server stops listening and drops every connection (a crash mid-run)")
-async def _crash(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _crash(reply: Reply, surface: PromptSurface, request: Request, answer: Answer) -> None:
     reply.keep_alive = False
     reply.writer.transport.abort()
     reply.server.crash()
 
 
 def _body_fault(name: str) -> Callable[..., Awaitable[None]]:
-    async def serve(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+    async def serve(reply: Reply, surface: PromptSurface, request: Request, answer: Answer) -> None:
         await reply.json(200, "OK", BODY_FAULTS[name](answer))
 
     return serve
@@ -276,7 +276,7 @@ for _name, _says in _BODY_SAYS.items():
     fault(_name, _says)(_body_fault(_name))
 
 
-def route(path: str) -> Surface | None:
+def route(path: str) -> PromptSurface | None:
     for suffix, surface in _ROUTES:
         if path.rstrip("/").endswith(suffix):
             return surface
