@@ -12,6 +12,8 @@ from jevper._wire import PromptSurface
 
 #: api="auto" starts here: the surface that can carry logprobs, schemas and reasoning items alike.
 PREFERRED_SURFACE: PromptSurface = "responses"
+#: api="auto", per model: System One answers it, or the prompt surfaces do.
+NATIVE, PROMPT = "systemone", "prompt surfaces"
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,8 @@ class Memory:
     )  # refused field -> why
     # method="auto": where structured JSON could not be read, discrete (one option) answers instead
     one_hot: dict[tuple[str, PromptSurface], Note] = field(default_factory=dict)
+    # api="auto": model -> NATIVE (System One answers it) or PROMPT (the prompt surfaces do), and why
+    native: dict[str, Note] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def route(self, model: str) -> PromptSurface:
@@ -63,6 +67,13 @@ class Memory:
     def limit(self, model: str, surface: PromptSurface, name: str, why: str) -> None:
         with self._lock:
             self.limits.setdefault((model, surface), {})[name] = why
+
+    def native_route(self, model: str) -> Note | None:
+        return self.native.get(model)
+
+    def settle(self, model: str, value: str, why: str) -> None:
+        with self._lock:
+            self.native[model] = Note(value, why)
 
     def server_limits(self, model: str, surface: PromptSurface) -> dict[str, str]:
         return dict(self.limits.get((model, surface), {}))

@@ -77,7 +77,7 @@ class Options:
         for name, value in checked.items():
             object.__setattr__(self, name, value)
         if self.api == "systemone":
-            _native_only(self)
+            native_only(self)
 
     @classmethod
     def of(cls, model: str, options: ClientOptions) -> Options:
@@ -95,23 +95,24 @@ class Options:
         return replace(self, **given) if given else self
 
 
-def _native_only(options: Options) -> None:
-    """api="systemone": the API answers every question natively; it has no method, examples or reasoning."""
+def native_only(options: Options, asked: str = "api='systemone'") -> None:
+    """What System One cannot carry is refused: a method, examples, a thinking budget. ``asked`` says how
+    the call came to System One."""
     if options.method != "auto":
         raise InvalidQuestionError(
-            f"api='systemone' with method={options.method!r}: expected method='auto', because the System "
-            "One API reads its answers itself and takes no method; drop method=, or choose a chat surface "
+            f"{asked} with method={options.method!r}: expected method='auto', because the System One API "
+            "reads its answers itself and takes no method; drop method=, or choose a chat surface "
             "(api='chat_completions', 'responses' or 'messages') to pick one"
         )
     if options.examples:
         raise InvalidQuestionError(
-            f"api='systemone' with {len(options.examples)} example(s): expected none, because the System "
-            "One API has no field for worked examples; drop examples=, or choose a chat surface"
+            f"{asked} with {len(options.examples)} example(s): expected none, because the System One API "
+            "has no field for worked examples; drop examples=, or choose a chat surface"
         )
     if options.reasoning is not None:
         raise InvalidQuestionError(
-            "api='systemone' with reasoning=: expected none, because the System One API has no thinking "
-            "budget; drop reasoning=, or choose a chat surface"
+            f"{asked} with reasoning=: expected none, because the System One API has no thinking budget; "
+            "drop reasoning=, or choose a chat surface"
         )
 
 

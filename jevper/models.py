@@ -11,7 +11,7 @@ from jevper._errors import InvalidQuestionError
 Method = Literal["auto", "logprobs", "grammar", "structured", "discrete"]
 Api = Literal["auto", "chat_completions", "responses", "messages", "systemone"]
 METHODS: tuple[Method, ...] = ("auto", "logprobs", "grammar", "structured", "discrete")
-APIS: tuple[Api, ...] = ("auto", "chat_completions", "responses", "messages")
+APIS: tuple[Api, ...] = ("auto", "chat_completions", "responses", "messages", "systemone")
 
 #: A state is text, a chat list of {"role": ..., "content": ...} turns, or any other JSON value (an
 #: object, a list that is not a chat list, a number), which a model that reads prompts reads as JSON text.

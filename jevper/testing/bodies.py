@@ -17,8 +17,10 @@ from jevper._wire import PromptSurface
 #: The distribution of a healthy label answer: A most likely, then B, then C.
 HEALTHY_LOGPROBS: tuple[tuple[str, float], ...] = (("A", -0.2), ("B", -1.9), ("C", -3.4))
 #: Stands in for bytes that cannot be written through json.dumps; replaced after encoding.
-_BAD_UTF8_MARK = "\u2063BAD-UTF8\u2063"
+BAD_UTF8_MARK = "\u2063BAD-UTF8\u2063"
 BAD_UTF8 = b"\xc3\x28\xff\xfe"
+#: Put in front of a key to write that key twice in one object: the mark is removed after encoding.
+DUPLICATE_MARK = "\u2063DUPLICATE\u2063"
 TRACE = "The state is about a charge, so the answer is the billing option."
 
 
@@ -175,9 +177,10 @@ _LAYOUTS: dict[PromptSurface, Callable[[Answer], dict[str, Any]]] = {
 
 
 def encode(body: Any) -> bytes:
-    """JSON as a sloppy server writes it: NaN and Infinity as bare words, the bad-UTF-8 mark as bytes."""
+    """JSON as a sloppy server writes it: NaN and Infinity as bare words, the bad-UTF-8 mark as bytes, a
+    key under the duplicate mark as a second copy of that key."""
     raw = json.dumps(body, ensure_ascii=False, allow_nan=True).encode("utf-8")
-    return raw.replace(_BAD_UTF8_MARK.encode("utf-8"), BAD_UTF8)
+    return raw.replace(BAD_UTF8_MARK.encode("utf-8"), BAD_UTF8).replace(DUPLICATE_MARK.encode("utf-8"), b"")
 
 
 # --- one mutation per body fault ----------------------------------------------------------------------
@@ -213,13 +216,13 @@ def _set_logprob(value: float) -> Callable[[Answer], None]:
 
 def _invalid_utf8_content(a: Answer) -> None:
     if _json_text(a) is not None:
-        a.text = a.text[:-1] + f', "note": "{_BAD_UTF8_MARK}"}}'
+        a.text = a.text[:-1] + f', "note": "{BAD_UTF8_MARK}"}}'
     else:
-        a.text = a.text + _BAD_UTF8_MARK
+        a.text = a.text + BAD_UTF8_MARK
 
 
 def _invalid_utf8_trace(a: Answer) -> None:
-    a.trace = TRACE + _BAD_UTF8_MARK
+    a.trace = TRACE + BAD_UTF8_MARK
 
 
 def _short_logprobs(a: Answer) -> None:

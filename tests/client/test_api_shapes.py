@@ -302,7 +302,7 @@ def surrogate_cases() -> list[tuple[str, Any, str]]:
     ]
 
 
-@pytest.mark.parametrize("api", ["chat_completions", "responses", "messages"])
+@pytest.mark.parametrize("api", ["chat_completions", "responses", "messages", "systemone", "auto"])
 @pytest.mark.parametrize(
     ("case", "arguments", "where"), surrogate_cases(), ids=[c[0] for c in surrogate_cases()]
 )
@@ -318,7 +318,7 @@ def test_text_that_cannot_be_sent_as_utf8_is_refused_before_sending_naming_where
         SystemOneClient(sdk, model="smollm2", api=api).system_one(**call)
     assert "can be sent as UTF-8" in str(refused.value)
     str(refused.value).encode("utf-8")  # the message itself can be printed and logged
-    assert loopback.requests == []
+    assert loopback.requests == [] and loopback.listed == []
 
 
 def test_an_emulated_choice_answer_round_trips_through_the_public_dataclass() -> None:
