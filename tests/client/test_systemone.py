@@ -703,3 +703,49 @@ def test_concurrent_async_calls_ask_the_model_list_once(loopback: Any, fixtures:
     responses = asyncio.run(three())
     assert len(loopback.listed) == 1
     assert {r.debug["route"]["surface"] for r in responses} == {"systemone"}
+
+
+# --- the conformance rules, one answer at a time (the probe harness reuses them) --------------------------
+
+
+def test_violations_is_empty_for_every_recorded_answer_and_names_each_rule_broken(fixtures: Any) -> None:
+    from jevper._wire.systemone import violations
+
+    body = json.loads(fixtures.systemone("callo_valid")["body"])
+    asked = {qid: question_body(q) for qid, q in QUESTIONS.items()}
+    assert all(violations(body["answers"][qid], asked[qid]) == [] for qid in asked)
+    wrong = {
+        "type": "score",
+        "score": 1.0,
+        "legend": {"0": "not urgent"},
+        "probabilities": {"0": 0.5, "1": 0.6},
+    }
+    assert violations(wrong, asked["urgency"]) == [
+        "probabilities: expected exactly the keys ['0', '1', '2'], missing ['2'], extra []",
+        "legend: expected {'0': 'not urgent', '1': 'somewhat urgent', '2': 'very urgent'}, "
+        "got {'0': 'not urgent'}",
+        "confidence: expected a number in [0, 1], got null",
+    ]
+    assert violations(["not", "an", "object"], asked["topic"]) == ["answer: expected an object, got a list"]
+    # A noul carries no confidence in the API; a server adding fields of its own breaks no rule.
+    assert violations({"type": "noul", "noul": 0.4, "confidence": 0.2}, asked["refund"]) == []
+
+
+def test_a_model_is_found_in_the_list_by_its_id_or_one_of_its_aliases() -> None:
+    from jevper._wire.model_list import decision_model
+
+    listed = {
+        "data": [
+            {
+                "id": "/models/laya.gguf",
+                "aliases": ["laya"],
+                "architecture": {"output_modalities": ["decisions"]},
+            }
+        ]
+    }
+    assert decision_model(listed, "laya").decisions
+    assert decision_model(listed, "/models/laya.gguf").decisions
+    odd = {"data": [{"id": "laya", "architecture": {"output_modalities": "decisions"}}]}
+    assert (
+        decision_model(odd, "laya").why == "GET /models lists 'laya' without architecture.output_modalities"
+    )
