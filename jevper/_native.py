@@ -25,8 +25,6 @@ from jevper.questions import Choice, Noul, Question
 DISCOVERY_TIMEOUT = 10.0
 METHOD = "native"
 
-Steps = Generator[Fetch, Mapping[str, Any], Any]
-
 
 def discovers(options: Options, memory: Memory) -> bool:
     """Whether this call asks GET /models first: api="auto" and method="auto", the model not yet settled."""

@@ -479,7 +479,7 @@ def running(model: str = "fault-model", *, script: Script | None = None) -> Iter
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m jevper.testing.faults",
-        description="Serve the three surfaces on loopback with one injected fault per request.",
+        description="Serve the surfaces (System One too) on loopback with one injected fault per request.",
     )
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     parser.add_argument("--list", action="store_true", help="print the faults and exit")
