@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from jevper._errors import InvalidQuestionError
 from jevper._wire import SchemaFormat
-from jevper.questions import Choice, Noul, Question, Score
+from jevper.questions import Choice, Noul, Question, Score, described
 
 Kind = Literal["label", "structured", "discrete"]
 QuestionType = Literal["choice", "noul", "score"]
@@ -25,6 +25,11 @@ _LABEL_SYSTEM = (
     "You answer one question about a state. The question lists options, each with a capital-letter "
     "label. Reply with the label of the option that fits the state best: a single letter, nothing else."
 )
+#: What a question without instructions is asked with (System One asks it the same way).
+DEFAULT_INSTRUCTIONS = {
+    "choice": "Which option fits the state best?",
+    "score": "Which level fits the state best?",
+}
 _JSON_SYSTEM = (
     "You answer one question about a state. Reply with one JSON object that follows the schema given "
     "with the question, and nothing else."
@@ -106,35 +111,55 @@ def label_grammar(labels: tuple[str, ...]) -> str:
     return "root ::= " + " | ".join(f'"{label}"' for label in labels)
 
 
+def instructions(question: Question) -> str:
+    """The question's instructions as the model reads them, or the default for its type."""
+    return described(question.instructions) or DEFAULT_INSTRUCTIONS[question_type(question)]
+
+
+def _option_line(name: str, description: object) -> str:
+    text = described(description)
+    return name if text is None else f"{name}: {text}"
+
+
+def _noul_criteria(question: Noul) -> list[str]:
+    """What yes and no mean: one line for text criteria, a line per answer for {"true", "false"}."""
+    criteria = question.criteria
+    if criteria is None:
+        return []
+    if isinstance(criteria, str):
+        return [f"Criteria: {criteria}"]
+    meanings = (("Yes", criteria.get("true")), ("No", criteria.get("false")))
+    return [f"{answer} means: {described(text)}" for answer, text in meanings if text is not None]
+
+
 def _header(question: Question) -> str:
+    lines = [instructions(question)]
     if isinstance(question, Choice):
-        lines = [question.instructions or "Which option fits the state best?", "Options:"]
-        lines += [f"- {name}: {description}" for name, description in question.criteria.items()]
+        lines.append("Options:")
+        lines += [f"- {_option_line(name, description)}" for name, description in question.criteria.items()]
     elif isinstance(question, Noul):
-        lines = [question.instructions]
-        if question.criteria:
-            lines.append(f"Criteria: {question.criteria}")
+        lines += _noul_criteria(question)
     else:
-        lines = [question.instructions or "Which level fits the state best?", "Levels, lowest first:"]
-        lines += [f"- {i}: {level}" for i, level in enumerate(question.criteria)]
+        lines.append("Levels, lowest first:")
+        lines += [f"- {i}: {described(level)}" for i, level in enumerate(question.criteria)]
     return "\n".join(lines)
 
 
 def _label_question(question: Question, labels: tuple[str, ...]) -> str:
     if isinstance(question, Choice):
-        head = question.instructions or "Which option fits the state best?"
+        head = instructions(question)
         rows = [
-            f"{label}: {name} — {desc}"
+            f"{label}: {name}" + ("" if desc is None else f" — {described(desc)}")
             for label, (name, desc) in zip(labels, question.criteria.items(), strict=True)
         ]
     elif isinstance(question, Noul):
-        head = question.instructions + (f"\nCriteria: {question.criteria}" if question.criteria else "")
+        head = "\n".join([instructions(question), *_noul_criteria(question)])
         rows = ["A: yes", "B: no"]
     else:
-        head = (
-            question.instructions or "Which level fits the state best?"
-        ) + " Levels go from lowest to highest."
-        rows = [f"{label}: {level}" for label, level in zip(labels, question.criteria, strict=True)]
+        head = instructions(question) + " Levels go from lowest to highest."
+        rows = [
+            f"{label}: {described(level)}" for label, level in zip(labels, question.criteria, strict=True)
+        ]
     spelled = ", ".join(labels[:-1]) + f" or {labels[-1]}" if len(labels) > 1 else labels[0]
     return "\n".join([head, "Options:", *rows, f"Answer with one letter: {spelled}."])
 
@@ -176,8 +201,12 @@ def discrete_schema(question: Question) -> dict[str, Any]:
     return _object({"score": {"type": "integer", "enum": list(range(len(question.criteria)))}})
 
 
-def _probability(description: str) -> dict[str, Any]:
-    return {"type": "number", "minimum": 0, "maximum": 1, "description": description}
+def _probability(description: object) -> dict[str, Any]:
+    probability: dict[str, Any] = {"type": "number", "minimum": 0, "maximum": 1}
+    text = described(description)
+    if text is not None:
+        probability["description"] = text
+    return probability
 
 
 def _object(properties: Mapping[str, Any]) -> dict[str, Any]:

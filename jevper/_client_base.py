@@ -10,8 +10,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Unpack
 
+from jevper import _json
 from jevper._engine import Answered
 from jevper._errors import InvalidQuestionError
+from jevper._json import Json
 from jevper._memory import Memory
 from jevper._options import ClientOptions, Options, Overrides
 from jevper._prompt import StateTurns, state_turns
@@ -22,11 +24,13 @@ from jevper.questions import Question, as_question
 
 @dataclass(frozen=True)
 class Plan:
-    """One call: its options after overrides, the state's turns, and the questions in order."""
+    """One call: its options after overrides, the state as turns and as the JSON value it was given, and
+    the questions in order."""
 
     options: Options
     state: StateTurns
     questions: tuple[tuple[str, Question], ...]
+    given: Json = None
 
 
 class BaseClient:
@@ -46,8 +50,11 @@ class BaseClient:
                 f"questions: expected a non-empty mapping of question id to question, got {questions!r:.80}"
             )
         options = self._options.overridden(overrides)
-        asked = tuple((str(qid), as_question(str(qid), q)) for qid, q in questions.items())
-        return Plan(options, state_turns(state), asked)
+        asked = tuple(
+            (_json.text(f"questions[{qid!r}]", str(qid)), as_question(str(qid), q))
+            for qid, q in questions.items()
+        )
+        return Plan(options, state_turns(state), asked, _json.checked("state", state))
 
     def _assemble(self, plan: Plan, answered: Sequence[Answered]) -> SystemOneResponse:
         memory, model = self._memory, plan.options.model
@@ -75,8 +82,11 @@ class BaseClient:
                 "surface": memory.route(model),
                 "why": route.why if route else "preferred surface",
             }
+            native = memory.native_route(model)
+            if native is not None:
+                debug["route"]["discovery"] = native.why
         usage = total(r for one in answered for r in one.trail.results)
-        return SystemOneResponse(answers=answers, usage=usage, reasoning=reasoning, debug=debug)
+        return SystemOneResponse(answers=answers, usage=usage, reasoning=reasoning, debug=debug, model=model)
 
 
 def _prefill_debug(answered: Answered) -> dict[str, Any] | None:

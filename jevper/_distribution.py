@@ -1,8 +1,13 @@
-"""From the model's own numbers per option to the public answer: rescale, pick, score, measure."""
+"""From the model's own numbers per option to the public answer: rescale, pick, score, measure.
+
+The confidences are the System One API's (llama.cpp's server README reproduces both on its example);
+before, jevper gave 1 minus the normalized entropy, which weighs the whole spread rather than the peak.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from jevper._errors import MalformedAnswerError
 from jevper.models import Answer, ChoiceAnswer, NoulAnswer, ScoreAnswer
@@ -18,12 +23,29 @@ def rescaled(raw: dict[str, float]) -> dict[str, float]:
     return {option: value / total for option, value in raw.items()}
 
 
-def confidence(distribution: dict[str, float]) -> float:
-    """1 minus the entropy normalized by its maximum: 0 for uniform, 1 for certain."""
-    if len(distribution) < 2:
+def choice_confidence(probabilities: Sequence[float]) -> float:
+    """``(p_max - 1/n) / (1 - 1/n)``: 0 when every option is equally likely, 1 when one holds all the mass
+    (and 1 for a single option)."""
+    n = len(probabilities)
+    if n < 2:
         return 1.0
-    entropy = -sum(p * math.log(p) for p in distribution.values() if p > 0)
-    return max(0.0, min(1.0, 1.0 - entropy / math.log(len(distribution))))
+    return _unit((max(probabilities) - 1 / n) / (1 - 1 / n))
+
+
+def score_confidence(probabilities: Sequence[float]) -> float:
+    """``max(0, 1 - D / U)`` over levels 0..n-1: D is the expected distance from the most probable level,
+    U the same distance for a uniform answer over the n levels (1 for a single level)."""
+    n = len(probabilities)
+    if n < 2:
+        return 1.0
+    peak = max(range(n), key=lambda i: probabilities[i])
+    spread = sum(p * abs(i - peak) for i, p in enumerate(probabilities))
+    uniform = sum(abs(i - (n - 1) / 2) for i in range(n)) / n
+    return _unit(1 - spread / uniform)
+
+
+def _unit(value: float) -> float:
+    return max(0.0, min(1.0, value))
 
 
 def make_answer(
@@ -39,12 +61,15 @@ def make_answer(
     pick, the score and the confidence always come from the rescaled distribution."""
     dist = rescaled(raw)
     shown = dist if normalize else dict(raw)
-    sure = confidence(dist)
     if isinstance(question, Choice):
         best = max(dist, key=lambda option: dist[option])
-        return ChoiceAnswer(best, shown, sure, method, surface, reasoning)
+        return ChoiceAnswer(best, shown, choice_confidence(list(dist.values())), method, surface, reasoning)
     if isinstance(question, Noul):
-        return NoulAnswer(dist["yes"], shown, sure, method, surface, reasoning)
+        return NoulAnswer(
+            dist["yes"], shown, choice_confidence(list(dist.values())), method, surface, reasoning
+        )
     by_level = {int(option): value for option, value in shown.items()}
-    score = sum(int(option) * p for option, p in dist.items())
-    return ScoreAnswer(score, by_level, sure, method, surface, reasoning)
+    levels = [dist[option] for option in question.options]
+    score = sum(i * p for i, p in enumerate(levels))
+    legend = dict(enumerate(question.criteria))
+    return ScoreAnswer(score, by_level, legend, score_confidence(levels), method, surface, reasoning)

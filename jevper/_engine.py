@@ -32,7 +32,7 @@ from jevper._memory import Memory
 from jevper._options import Options
 from jevper._prompt import StateTurns, derived_cache_key, layout, state_turns
 from jevper._readout import Unreadable, read_json, read_labels
-from jevper._wire import Surface, Turn, WireRequest, WireResult
+from jevper._wire import PromptSurface, Turn, WireRequest, WireResult
 from jevper._wire.messages import with_prefill
 from jevper.models import Answer, Example
 from jevper.questions import Question
@@ -46,7 +46,7 @@ OBJECT_END = ("}\n",)
 
 @dataclass(frozen=True)
 class Call:
-    surface: Surface
+    surface: PromptSurface
     request: WireRequest
 
 
@@ -65,7 +65,7 @@ class Trail:
 class Answered:
     answer: Answer
     trail: Trail
-    surface: Surface
+    surface: PromptSurface
     method: str
 
 
@@ -90,9 +90,9 @@ _MAX_ROUNDS = 4
 
 def answer(question: Question, state: StateTurns, settings: Options, memory: Memory, qid: str) -> Step:
     trail = Trail()
-    tried: set[tuple[Surface, Kind]] = set()
+    tried: set[tuple[PromptSurface, Kind]] = set()
     for _ in range(_MAX_ROUNDS):
-        surface = settings.api if settings.api != "auto" else memory.route(settings.model)
+        surface = _surface(settings, memory)
         kind = _kind(question, settings, memory, surface, trail)
         if (surface, kind) in tried:
             break  # memory changed under us (another thread); do not ask the same way twice
@@ -135,7 +135,18 @@ def answer(question: Question, state: StateTurns, settings: Options, memory: Mem
     )
 
 
-def _kind(question: Question, settings: Options, memory: Memory, surface: Surface, trail: Trail) -> Kind:
+def _surface(settings: Options, memory: Memory) -> PromptSurface:
+    api = settings.api
+    if api == "auto":
+        return memory.route(settings.model)
+    if api == "systemone":
+        raise AssertionError("System One answers a whole call in one request (jevper._native)")
+    return api
+
+
+def _kind(
+    question: Question, settings: Options, memory: Memory, surface: PromptSurface, trail: Trail
+) -> Kind:
     method = settings.method
     if method in ("structured", "discrete"):
         return "structured" if method == "structured" else "discrete"
@@ -204,7 +215,9 @@ def _examples(a: Ask, question: Question, examples: tuple[Example, ...], qid: st
     return "Worked examples of states and their right answers:\n\n" + "\n\n".join(shown)
 
 
-def _send(surface: Surface, request: WireRequest, trail: Trail) -> Generator[Call, WireResult, WireResult]:
+def _send(
+    surface: PromptSurface, request: WireRequest, trail: Trail
+) -> Generator[Call, WireResult, WireResult]:
     trail.requests += 1
     result = yield Call(surface, request)
     trail.results.append(result)
@@ -218,7 +231,9 @@ def _send(surface: Surface, request: WireRequest, trail: Trail) -> Generator[Cal
     return result
 
 
-def _prefill(a: Ask, request: WireRequest, settings: Options, surface: Surface, trail: Trail) -> str | None:
+def _prefill(
+    a: Ask, request: WireRequest, settings: Options, surface: PromptSurface, trail: Trail
+) -> str | None:
     """The answer opening to send, or None: Messages only, and never alongside thinking."""
     if surface != "messages" or not settings.prefill:
         return None
@@ -248,7 +263,7 @@ def _caller_field(error: ProviderError, settings: Options) -> ProviderError:
 
 
 def _label(
-    question: Question, state: StateTurns, settings: Options, surface: Surface, qid: str, trail: Trail
+    question: Question, state: StateTurns, settings: Options, surface: PromptSurface, qid: str, trail: Trail
 ) -> Generator[Call, WireResult, tuple[dict[str, float], WireResult, str]]:
     method = "grammar" if settings.method == "grammar" else "logprobs"
     a = ask(question, "label", grammar=method == "grammar")
@@ -291,7 +306,7 @@ def _label(
     return raw, again, "grammar" if retry_grammar else method
 
 
-def _no_distribution_route(error: ProviderError, settings: Options, surface: Surface) -> None:
+def _no_distribution_route(error: ProviderError, settings: Options, surface: PromptSurface) -> None:
     # A refusal of the caller's own top_logprobs value is theirs to fix; only a route that will not
     # carry logprobs at all moves the readout.
     refused_logprobs = error.kind == "logprobs_refused"
@@ -305,7 +320,7 @@ def _no_distribution_route(error: ProviderError, settings: Options, surface: Sur
         )
 
 
-def _no_distribution(why: str, settings: Options, surface: Surface) -> None:
+def _no_distribution(why: str, settings: Options, surface: PromptSurface) -> None:
     if settings.api == "auto" and surface != "chat_completions":
         raise _Move(f"the label readout needs a distribution: {why}")
     if settings.method == "auto":
@@ -319,7 +334,7 @@ def _json(
     state: StateTurns,
     settings: Options,
     memory: Memory,
-    surface: Surface,
+    surface: PromptSurface,
     qid: str,
     trail: Trail,
 ) -> Generator[Call, WireResult, tuple[dict[str, float], WireResult]]:
@@ -371,7 +386,7 @@ def _read_json(result: WireResult, a: Ask, request: WireRequest, falls_back: boo
 
 
 def _send_dropping(
-    request: WireRequest, settings: Options, memory: Memory, surface: Surface, trail: Trail
+    request: WireRequest, settings: Options, memory: Memory, surface: PromptSurface, trail: Trail
 ) -> Generator[Call, WireResult, WireResult]:
     """Send; on the Messages surface a 400 for output_config or thinking drops that field once."""
     try:
@@ -396,7 +411,7 @@ def _send_dropping(
         raise _caller_field(error, settings) from None
 
 
-def _no_distribution_route_json(error: ProviderError, settings: Options, surface: Surface) -> None:
+def _no_distribution_route_json(error: ProviderError, settings: Options, surface: PromptSurface) -> None:
     if error.kind == "missing_route" and settings.api == "auto" and surface != "chat_completions":
         raise _Move(f"the route is missing ({_said(error)})")
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from jevper._wire import Surface
+from jevper._wire import PromptSurface
 
 #: api="auto" starts here: the surface that can carry logprobs, schemas and reasoning items alike.
-PREFERRED_SURFACE: Surface = "responses"
+PREFERRED_SURFACE: PromptSurface = "responses"
+#: api="auto", per model: System One answers it, or the prompt surfaces do.
+NATIVE, PROMPT = "systemone", "prompt surfaces"
 
 
 @dataclass(frozen=True)
@@ -23,48 +25,61 @@ class Note:
 @dataclass
 class Memory:
     routes: dict[str, Note] = field(default_factory=dict)  # model -> surface api="auto" uses
-    verdicts: dict[tuple[str, Surface], Note] = field(default_factory=dict)  # -> "logprobs" | "structured"
-    limits: dict[tuple[str, Surface], dict[str, str]] = field(default_factory=dict)  # refused field -> why
+    verdicts: dict[tuple[str, PromptSurface], Note] = field(
+        default_factory=dict
+    )  # -> "logprobs" | "structured"
+    limits: dict[tuple[str, PromptSurface], dict[str, str]] = field(
+        default_factory=dict
+    )  # refused field -> why
     # method="auto": where structured JSON could not be read, discrete (one option) answers instead
-    one_hot: dict[tuple[str, Surface], Note] = field(default_factory=dict)
+    one_hot: dict[tuple[str, PromptSurface], Note] = field(default_factory=dict)
+    # api="auto": model -> NATIVE (System One answers it) or PROMPT (the prompt surfaces do), and why
+    native: dict[str, Note] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def route(self, model: str) -> Surface:
+    def route(self, model: str) -> PromptSurface:
         note = self.routes.get(model)
         return PREFERRED_SURFACE if note is None else _surface(note.value)
 
-    def move(self, model: str, surface: Surface, why: str) -> None:
+    def move(self, model: str, surface: PromptSurface, why: str) -> None:
         with self._lock:
             self.routes[model] = Note(surface, why)
 
-    def verdict(self, model: str, surface: Surface) -> Note | None:
+    def verdict(self, model: str, surface: PromptSurface) -> Note | None:
         return self.verdicts.get((model, surface))
 
-    def judge(self, model: str, surface: Surface, verdict: str, why: str) -> None:
+    def judge(self, model: str, surface: PromptSurface, verdict: str, why: str) -> None:
         """Remember a verdict; "structured" (no distribution here) overrides an earlier success."""
         with self._lock:
             if verdict == "structured" or (model, surface) not in self.verdicts:
                 self.verdicts[(model, surface)] = Note(verdict, why)
 
-    def discrete(self, model: str, surface: Surface) -> Note | None:
+    def discrete(self, model: str, surface: PromptSurface) -> Note | None:
         return self.one_hot.get((model, surface))
 
-    def fall_back(self, model: str, surface: Surface, why: str) -> None:
+    def fall_back(self, model: str, surface: PromptSurface, why: str) -> None:
         with self._lock:
             self.one_hot[(model, surface)] = Note("discrete", why)
 
-    def omitted(self, model: str, surface: Surface) -> frozenset[str]:
+    def omitted(self, model: str, surface: PromptSurface) -> frozenset[str]:
         return frozenset(self.limits.get((model, surface), ()))
 
-    def limit(self, model: str, surface: Surface, name: str, why: str) -> None:
+    def limit(self, model: str, surface: PromptSurface, name: str, why: str) -> None:
         with self._lock:
             self.limits.setdefault((model, surface), {})[name] = why
 
-    def server_limits(self, model: str, surface: Surface) -> dict[str, str]:
+    def native_route(self, model: str) -> Note | None:
+        return self.native.get(model)
+
+    def settle(self, model: str, value: str, why: str) -> None:
+        with self._lock:
+            self.native[model] = Note(value, why)
+
+    def server_limits(self, model: str, surface: PromptSurface) -> dict[str, str]:
         return dict(self.limits.get((model, surface), {}))
 
 
-def _surface(value: str) -> Surface:
+def _surface(value: str) -> PromptSurface:
     if value == "chat_completions":
         return "chat_completions"
     if value == "messages":

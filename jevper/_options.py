@@ -12,8 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypedDict
 
+from jevper import _json
 from jevper._errors import InvalidQuestionError
-from jevper._prompt import checked_cache_key
+from jevper._prompt import checked_cache_key, state_turns
 from jevper.models import APIS, METHODS, Api, Example, Method, ReasoningConfig
 
 DEFAULT_TIMEOUT = 60.0
@@ -60,6 +61,7 @@ class Options:
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model:
             raise InvalidQuestionError(f"model: expected the server's model id, got {self.model!r}")
+        _json.text("model", self.model)
         checked = {
             "method": _one_of("method", self.method, METHODS),
             "api": _one_of("api", self.api, APIS),
@@ -74,6 +76,8 @@ class Options:
         }
         for name, value in checked.items():
             object.__setattr__(self, name, value)
+        if self.api == "systemone":
+            native_only(self)
 
     @classmethod
     def of(cls, model: str, options: ClientOptions) -> Options:
@@ -89,6 +93,27 @@ class Options:
         if "extra_body" in given:
             given["extra_body"] = {**self.extra_body, **checked_extra_body(given["extra_body"])}
         return replace(self, **given) if given else self
+
+
+def native_only(options: Options, asked: str = "api='systemone'") -> None:
+    """What System One cannot carry is refused: a method, examples, a thinking budget. ``asked`` says how
+    the call came to System One."""
+    if options.method != "auto":
+        raise InvalidQuestionError(
+            f"{asked} with method={options.method!r}: expected method='auto', because the System One API "
+            "reads its answers itself and takes no method; drop method=, or choose a chat surface "
+            "(api='chat_completions', 'responses' or 'messages') to pick one"
+        )
+    if options.examples:
+        raise InvalidQuestionError(
+            f"{asked} with {len(options.examples)} example(s): expected none, because the System One API "
+            "has no field for worked examples; drop examples=, or choose a chat surface"
+        )
+    if options.reasoning is not None:
+        raise InvalidQuestionError(
+            f"{asked} with reasoning=: expected none, because the System One API has no thinking budget; "
+            "drop reasoning=, or choose a chat surface"
+        )
 
 
 def _known(given: Mapping[str, object], allowed: Mapping[str, object] | None = None) -> None:
@@ -116,6 +141,7 @@ def checked_extra_body(extra_body: Mapping[str, Any] | None) -> dict[str, Any]:
             f"extra_body: expected stream to be absent or false, got {extra_body['stream']!r}; "
             "jevper reads one whole response — omit the field"
         )
+    _json.checked("extra_body", extra_body)
     return dict(extra_body)
 
 
@@ -151,5 +177,7 @@ def checked_examples(examples: object) -> tuple[Example, ...]:
             raise InvalidQuestionError(
                 f"examples[{i}]: expected an Example or a mapping, got {example!r:.80}"
             )
+        state_turns(example.state, f"examples[{i}].state")
+        _json.checked(f"examples[{i}].answers", example.answers)
         checked.append(example)
     return tuple(checked)

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from jevper import _json
 from jevper._errors import InvalidQuestionError
 from jevper._wire import Turn
 from jevper.models import State
@@ -33,24 +34,31 @@ class Prompt:
     turns: tuple[Turn, ...]
 
 
-def state_turns(state: State) -> StateTurns:
-    """A text state is one user turn; a chat list keeps its user/assistant turns in order."""
+def state_turns(state: State, where: str = "state") -> StateTurns:
+    """A text state is one user turn; a chat list keeps its user/assistant turns in order; any other JSON
+    value is one user turn holding its JSON text."""
     if isinstance(state, str):
         if not state.strip():
-            raise InvalidQuestionError("state: expected non-empty text or a chat list, got an empty string")
-        return StateTurns((), (Turn("user", f"State:\n{state}"),))
-    if not isinstance(state, Sequence) or not state:
-        raise InvalidQuestionError(
-            f"state: expected text or a non-empty list of {{'role', 'content'}} turns, got {state!r:.80}"
-        )
+            raise InvalidQuestionError(
+                f"{where}: expected non-empty text, a chat list or a JSON value, got an empty string"
+            )
+        return StateTurns((), (Turn("user", f"State:\n{_json.text(where, state)}"),))
+    if not is_chat(state):
+        if state is None or (isinstance(state, Sequence | Mapping) and not state):
+            raise InvalidQuestionError(
+                f"{where}: expected text, a non-empty list of {{'role', 'content'}} turns or a JSON value, "
+                f"got {state!r:.80}"
+            )
+        return StateTurns((), (Turn("user", f"State:\n{_json.dumps(_json.checked(where, state))}"),))
+    assert isinstance(state, Sequence)
     folded: list[str] = []
     turns: list[Turn] = []
     for i, turn in enumerate(state):
         if not isinstance(turn, Mapping):
             raise InvalidQuestionError(
-                f"state[{i}]: expected a {{'role', 'content'}} mapping, got {turn!r:.80}"
+                f"{where}[{i}]: expected a {{'role', 'content'}} mapping, got {turn!r:.80}"
             )
-        role, content = turn.get("role"), _content(i, turn.get("content"))
+        role, content = turn.get("role"), _content(f"{where}[{i}]", turn.get("content"))
         # System turns after a user turn are refused by vLLM and SGLang, so they lead instead.
         if role in _FOLDED_ROLES:
             folded.append(content)
@@ -58,25 +66,32 @@ def state_turns(state: State) -> StateTurns:
             turns.append(Turn(role, content))
         else:
             raise InvalidQuestionError(
-                f"state[{i}]: expected role system, developer, user or assistant, got {role!r}"
+                f"{where}[{i}]: expected role system, developer, user or assistant, got {role!r}"
             )
     if not turns:
         raise InvalidQuestionError(
-            "state: expected at least one user or assistant turn, got only system turns"
+            f"{where}: expected at least one user or assistant turn, got only system turns"
         )
     return StateTurns(tuple(folded), tuple(turns))
 
 
-def _content(i: int, content: Any) -> str:
+def is_chat(state: object) -> bool:
+    """A chat list: a list in which some item is a mapping with a ``role`` (the rest must be turns too)."""
+    return (
+        isinstance(state, Sequence)
+        and not isinstance(state, str | bytes | bytearray)
+        and any(isinstance(turn, Mapping) and "role" in turn for turn in state)
+    )
+
+
+def _content(where: str, content: Any) -> str:
     if isinstance(content, str):
-        return content
+        return _json.text(f"{where}.content", content)
     if isinstance(content, Sequence) and all(
         isinstance(p, Mapping) and isinstance(p.get("text"), str) for p in content
     ):
-        return "".join(p["text"] for p in content)
-    raise InvalidQuestionError(
-        f"state[{i}].content: expected text or a list of text parts, got {content!r:.80}"
-    )
+        return "".join(_json.text(f"{where}.content[{j}].text", p["text"]) for j, p in enumerate(content))
+    raise InvalidQuestionError(f"{where}.content: expected text or a list of text parts, got {content!r:.80}")
 
 
 def layout(system: str, examples: str | None, question: str, state: StateTurns) -> Prompt:
@@ -102,4 +117,4 @@ def checked_cache_key(key: str | None) -> str | None:
             f"prompt_cache_key: expected 1 to {MAX_CACHE_KEY} characters, got {shown}; shorten it, "
             "or leave it unset for the derived one"
         )
-    return key
+    return _json.text("prompt_cache_key", key)

@@ -1,4 +1,6 @@
-"""The one place jevper touches the caller's client: one create() per surface, and the way back.
+"""Where jevper touches the caller's client: one create() per prompt surface, and the way back; the retry
+loop and the bounded body read, which the generic routes (jevper._routes: System One, the model list)
+share.
 
 The SDKs are duck-typed, never imported: a response is anything with ``model_dump()``/``to_dict()``
 or a mapping, and an SDK error is recognised by its ``status_code`` and ``response`` attributes.
@@ -24,22 +26,22 @@ import math
 import random
 import time
 import weakref
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
 from jevper import _deadline
 from jevper._errors import MalformedAnswerError, ProviderError
-from jevper._wire import Surface, WireResult, build, provider_error, read, read_error
+from jevper._wire import PromptSurface, WireResult, build, provider_error, read, read_error
 from jevper._wire.request import WireRequest
 
 #: Fields every supported SDK version takes as keywords; everything else travels in extra_body, so
 #: an older SDK without, say, ``top_logprobs`` on ``responses.create`` still sends it.
-_KEYWORDS: dict[Surface, frozenset[str]] = {
+_KEYWORDS: dict[PromptSurface, frozenset[str]] = {
     "chat_completions": frozenset({"model", "messages"}),
     "responses": frozenset({"model", "input"}),
     "messages": frozenset({"model", "messages", "max_tokens", "system"}),
 }
-_PATHS: dict[Surface, tuple[str, ...]] = {
+_PATHS: dict[PromptSurface, tuple[str, ...]] = {
     "chat_completions": ("chat", "completions", "create"),
     "responses": ("responses", "create"),
     "messages": ("messages", "create"),
@@ -50,7 +52,7 @@ _UNREACHABLE = frozenset({"APIConnectionError", "TransportError", "ConnectionErr
 
 
 def prepare(
-    client: object, surface: Surface, request: WireRequest, timeout: float, *, streaming: bool = False
+    client: object, surface: PromptSurface, request: WireRequest, timeout: float, *, streaming: bool = False
 ) -> tuple[Callable[..., Any], dict[str, Any], bool]:
     """The bound create() of ``surface``, its keyword arguments, and whether it streams the body.
 
@@ -101,28 +103,56 @@ _RETRY_STATUSES = frozenset({408, 409, 429, 502, 503, 504})
 MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
-def send(client: object, surface: Surface, request: WireRequest, timeout: float) -> WireResult:
-    target, retries = _without_sdk_retries(client)
+def send(client: object, surface: PromptSurface, request: WireRequest, timeout: float) -> WireResult:
+    target, retries = without_sdk_retries(client)
     create, kwargs, streamed = prepare(target, surface, request, timeout, streaming=True)
     if streamed:
         _deadline.hook(getattr(target, "_client", None))
-    attempt = 0
+
+    def attempt() -> object:
+        return whole_body(create, kwargs, surface, timeout) if streamed else create(**kwargs)
+
+    return _read(surface, retried(attempt, surface, request.model, retries, timeout), request.model)
+
+
+T = TypeVar("T")
+
+
+def retried(attempt: Callable[[], T], label: str, model: str, retries: int, timeout: float) -> T:
+    """``attempt()``, tried again after a transient failure as ``_retry`` decides; errors translated."""
+    tried = 0
     while True:
         try:
-            response = _streamed(create, kwargs, surface, timeout) if streamed else create(**kwargs)
+            return attempt()
         except MalformedAnswerError:
             raise
         except Exception as exc:
-            error, wait = _retry(exc, surface, request.model, attempt, retries, timeout)
+            error, wait = _retry(exc, label, model, tried, retries, timeout)
             if wait is None:
                 raise error from exc
             time.sleep(wait)
-            attempt += 1
-            continue
-        return _read(surface, response, request.model)
+            tried += 1
 
 
-def _streamed(create: Callable[..., Any], kwargs: dict[str, Any], surface: Surface, timeout: float) -> bytes:
+async def retried_async(
+    attempt: Callable[[], Awaitable[T]], label: str, model: str, retries: int, timeout: float
+) -> T:
+    """``retried`` for a coroutine."""
+    tried = 0
+    while True:
+        try:
+            return await attempt()
+        except MalformedAnswerError:
+            raise
+        except Exception as exc:
+            error, wait = _retry(exc, label, model, tried, retries, timeout)
+            if wait is None:
+                raise error from exc
+            await asyncio.sleep(wait)
+            tried += 1
+
+
+def whole_body(create: Callable[..., Any], kwargs: dict[str, Any], surface: str, timeout: float) -> bytes:
     """The whole body within ``timeout`` of asking and within MAX_BODY_BYTES, or a typed error."""
     alarm = _deadline.start(timeout)
     body = bytearray()
@@ -160,7 +190,7 @@ def _streamed(create: Callable[..., Any], kwargs: dict[str, Any], surface: Surfa
     return bytes(body)
 
 
-async def _streamed_async(create: Callable[..., Any], kwargs: dict[str, Any], surface: Surface) -> bytes:
+async def whole_body_async(create: Callable[..., Any], kwargs: dict[str, Any], surface: str) -> bytes:
     body = bytearray()
     async with create(**kwargs) as response:
         async for chunk in response.iter_bytes():
@@ -170,39 +200,33 @@ async def _streamed_async(create: Callable[..., Any], kwargs: dict[str, Any], su
     return bytes(body)
 
 
-def _too_big(surface: Surface) -> MalformedAnswerError:
+def _too_big(surface: str) -> MalformedAnswerError:
     return MalformedAnswerError(
         f"{surface}: expected a response body of at most {MAX_BODY_BYTES // 2**20} MiB, got more; "
         "ask for fewer top_logprobs or a smaller output budget, or check the server"
     )
 
 
-async def send_async(client: object, surface: Surface, request: WireRequest, timeout: float) -> WireResult:
-    target, retries = _without_sdk_retries(client)
+async def send_async(
+    client: object, surface: PromptSurface, request: WireRequest, timeout: float
+) -> WireResult:
+    target, retries = without_sdk_retries(client)
     create, kwargs, streamed = prepare(target, surface, request, timeout, streaming=True)
-    attempt = 0
-    while True:
-        try:
-            # The SDK's timeout bounds each read; wait_for bounds the whole answer (a slow drip, too).
-            if streamed:
-                response: object = await asyncio.wait_for(_streamed_async(create, kwargs, surface), timeout)
-            else:
-                response = create(**kwargs)
-                if inspect.isawaitable(response):
-                    response = await asyncio.wait_for(response, timeout)
-        except MalformedAnswerError:
-            raise
-        except Exception as exc:
-            error, wait = _retry(exc, surface, request.model, attempt, retries, timeout)
-            if wait is None:
-                raise error from exc
-            await asyncio.sleep(wait)
-            attempt += 1
-            continue
-        return _read(surface, response, request.model)
+
+    async def attempt() -> object:
+        # The SDK's timeout bounds each read; wait_for bounds the whole answer (a slow drip, too).
+        if streamed:
+            return await asyncio.wait_for(whole_body_async(create, kwargs, surface), timeout)
+        response = create(**kwargs)
+        if inspect.isawaitable(response):
+            response = await asyncio.wait_for(response, timeout)
+        return response
+
+    response = await retried_async(attempt, surface, request.model, retries, timeout)
+    return _read(surface, response, request.model)
 
 
-def _without_sdk_retries(client: object) -> tuple[object, int]:
+def without_sdk_retries(client: object) -> tuple[object, int]:
     """The client with its SDK's own retries off, and how many retries jevper makes in their place."""
     retries = getattr(client, "max_retries", None)
     with_options = getattr(client, "with_options", None)
@@ -231,7 +255,7 @@ def _no_retry_copy(client: object, with_options: Callable[..., object]) -> objec
 
 
 def _retry(
-    exc: Exception, surface: Surface, model: str, attempt: int, retries: int, timeout: float
+    exc: Exception, surface: str, model: str, attempt: int, retries: int, timeout: float
 ) -> tuple[Exception, float | None]:
     """The error to raise, and the seconds to wait before trying again (None: raise it now)."""
     error = _translated(exc, surface, model, timeout)
@@ -300,7 +324,7 @@ def _retry_after(exc: Exception) -> float | None:
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
-def _read(surface: Surface, response: object, model: str) -> WireResult:
+def _read(surface: PromptSurface, response: object, model: str) -> WireResult:
     return read(surface, as_body(surface, response), model=model)
 
 
@@ -343,12 +367,12 @@ def as_body(surface: str, response: object) -> Mapping[str, Any]:
     )
 
 
-def _translated(exc: Exception, surface: Surface, model: str, timeout: float) -> Exception:
+def _translated(exc: Exception, surface: str, model: str, timeout: float) -> Exception:
     if isinstance(exc, ProviderError):
         return exc
     status = getattr(exc, "status_code", None)
     if isinstance(status, int) and not isinstance(status, bool):
-        return provider_error(read_error(status, _error_body(exc), model=model), surface)
+        return provider_error(read_error(status, _error_body(exc), model=model), surface, model=model)
     if any("Timeout" in cls.__name__ for cls in type(exc).__mro__):
         return ProviderError(
             f"{surface}: expected an answer within the {timeout:g} s timeout, got none by then "

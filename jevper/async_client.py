@@ -3,22 +3,33 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import Any, Unpack
+import weakref
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from typing import Any, TypeVar, Unpack
 
-from jevper import _transport
+from jevper import _native, _routes, _transport
 from jevper._client_base import BaseClient, Plan
-from jevper._engine import Answered, Step, answer
-from jevper._errors import ProviderError
-from jevper._options import Overrides
+from jevper._engine import Answered, Call, answer
+from jevper._errors import JevperError
+from jevper._options import ClientOptions, Overrides
 from jevper.models import State, SystemOneResponse
 from jevper.questions import Question
+
+R = TypeVar("R")
+T = TypeVar("T")
 
 
 class AsyncSystemOneClient(BaseClient):
     """``SystemOneClient`` for ``openai.AsyncOpenAI``, ``anthropic.AsyncAnthropic`` or any object whose
     ``create`` methods are coroutines. The questions of one call run concurrently, at most
     ``max_concurrency`` at a time; answers come back keyed by question id, in insertion order."""
+
+    def __init__(self, client: object, *, model: str, **options: Unpack[ClientOptions]) -> None:
+        super().__init__(client, model=model, **options)
+        # One GET /models per model; a lock per event loop, since a client may outlive asyncio.run().
+        self._discovery: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
 
     async def system_one(
         self,
@@ -29,6 +40,9 @@ class AsyncSystemOneClient(BaseClient):
     ) -> SystemOneResponse:
         """Ask every question about ``state`` concurrently; answers keyed by question id, in order."""
         call = self._plan(state, questions, overrides)
+        native = await self._natively(call)
+        if native is not None:
+            return native
         gate = asyncio.Semaphore(call.options.max_concurrency)
         tasks = [asyncio.ensure_future(self._answer(call, qid, q, gate)) for qid, q in call.questions]
         try:
@@ -39,22 +53,39 @@ class AsyncSystemOneClient(BaseClient):
             raise
         return self._assemble(call, answered)
 
+    async def _natively(self, call: Plan) -> SystemOneResponse | None:
+        """The call answered by System One, or None for the prompt surfaces."""
+        options, memory = call.options, self._memory
+        if _native.discovers(options, memory):
+            lock = self._discovery.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+            async with lock:
+                await self._drive(_native.discover(options, memory), self._fetch)
+        return await self._drive(_native.answer(options, call.given, call.questions, memory), self._fetch)
+
+    async def _fetch(self, request: _routes.Fetch) -> Mapping[str, Any]:
+        return await _routes.fetch_async(self._client, request)
+
     async def _answer(self, call: Plan, qid: str, question: Question, gate: asyncio.Semaphore) -> Answered:
         async with gate:
-            return await self._drive(answer(question, call.state, call.options, self._memory, qid))
+            return await self._drive(
+                answer(question, call.state, call.options, self._memory, qid), self._send
+            )
 
-    async def _drive(self, steps: Step) -> Answered:
+    async def _send(self, call: Call) -> Any:
+        return await _transport.send_async(self._client, call.surface, call.request, self._options.timeout)
+
+    @staticmethod
+    async def _drive(steps: Generator[R, Any, T], send: Callable[[R], Awaitable[Any]]) -> T:
         """The blocking client's loop, awaiting each request."""
-        client, timeout = self._client, self._options.timeout
         try:
             request = next(steps)
             while True:
                 try:
-                    result = await _transport.send_async(client, request.surface, request.request, timeout)
-                except ProviderError as error:
+                    result = await send(request)
+                except JevperError as error:
                     request = steps.throw(error)
                 else:
                     request = steps.send(result)
         except StopIteration as done:
-            answered: Answered = done.value
-            return answered
+            returned: T = done.value
+            return returned

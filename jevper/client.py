@@ -3,34 +3,41 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Generator, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Any, Unpack
+from typing import Any, TypeVar, Unpack
 
-from jevper import _transport
+from jevper import _native, _routes, _transport
 from jevper._client_base import BaseClient, Plan
-from jevper._engine import Answered, Step, answer
-from jevper._errors import ProviderError
+from jevper._engine import Answered, Call, answer
+from jevper._errors import JevperError
 from jevper._options import ClientOptions, Overrides
 from jevper.models import State, SystemOneResponse
 from jevper.questions import Question
+
+R = TypeVar("R")
+T = TypeVar("T")
 
 
 class SystemOneClient(BaseClient):
     """Answers typed questions about a state with the model's own probability distribution.
 
     ``client`` is an ``openai.OpenAI``, an ``anthropic.Anthropic``, or any object with
-    ``chat.completions.create``, ``responses.create`` or ``messages.create``. ``method`` chooses how the
-    distribution is read (see the methods page), ``api`` which surface carries it; ``extra_body`` is
-    merged into every request as given. ``prefill`` (Messages surface only) opens the JSON answer in a
-    last assistant turn, so a server that ignores ``output_config`` still gets JSON; see the surfaces page.
-    The options and their defaults: ``jevper._options.Options``.
+    ``chat.completions.create``, ``responses.create`` or ``messages.create`` (and a generic ``post`` for
+    System One). ``method`` chooses how the distribution is read (see the methods page), ``api`` which
+    surface carries it: ``"systemone"`` asks every question of a call in one System One request, and
+    ``"auto"`` does so for a model the server lists as a decision model (see the System One page).
+    ``extra_body`` is merged into every request as given. ``prefill`` (Messages surface only) opens the
+    JSON answer in a last assistant turn, so a server that ignores ``output_config`` still gets JSON; see
+    the surfaces page. The options and their defaults: ``jevper._options.Options``.
     """
 
     def __init__(self, client: object, *, model: str, **options: Unpack[ClientOptions]) -> None:
         super().__init__(client, model=model, **options)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+        # One GET /models per model, also when several threads make their first call at once.
+        self._discovery = threading.Lock()
 
     def system_one(
         self,
@@ -41,6 +48,9 @@ class SystemOneClient(BaseClient):
     ) -> SystemOneResponse:
         """Ask every question about ``state``; answers come back keyed by question id, in order."""
         call = self._plan(state, questions, overrides)
+        native = self._natively(call)
+        if native is not None:
+            return native
         workers = min(call.options.max_concurrency, len(call.questions))
         if workers <= 1:
             answered = [self._answer(call, qid, q) for qid, q in call.questions]
@@ -63,21 +73,36 @@ class SystemOneClient(BaseClient):
                 self._pool = ThreadPoolExecutor(self._options.max_concurrency, thread_name_prefix="jevper")
             return self._pool
 
-    def _answer(self, call: Plan, qid: str, question: Question) -> Answered:
-        return self._drive(answer(question, call.state, call.options, self._memory, qid))
+    def _natively(self, call: Plan) -> SystemOneResponse | None:
+        """The call answered by System One, or None for the prompt surfaces."""
+        options, memory = call.options, self._memory
+        if _native.discovers(options, memory):
+            with self._discovery:
+                self._drive(_native.discover(options, memory), self._fetch)
+        return self._drive(_native.answer(options, call.given, call.questions, memory), self._fetch)
 
-    def _drive(self, steps: Step) -> Answered:
-        """Send each request the engine yields and hand it the result, until it returns the answer."""
-        client, timeout = self._client, self._options.timeout
+    def _fetch(self, request: _routes.Fetch) -> Mapping[str, Any]:
+        return _routes.fetch(self._client, request)
+
+    def _answer(self, call: Plan, qid: str, question: Question) -> Answered:
+        return self._drive(answer(question, call.state, call.options, self._memory, qid), self._send)
+
+    def _send(self, call: Call) -> Any:
+        return _transport.send(self._client, call.surface, call.request, self._options.timeout)
+
+    @staticmethod
+    def _drive(steps: Generator[R, Any, T], send: Callable[[R], Any]) -> T:
+        """Send each request the generator yields and hand it the result (or throw it the error), until it
+        returns."""
         try:
             request = next(steps)
             while True:
                 try:
-                    result = _transport.send(client, request.surface, request.request, timeout)
-                except ProviderError as error:
+                    result = send(request)
+                except JevperError as error:
                     request = steps.throw(error)
                 else:
                     request = steps.send(result)
         except StopIteration as done:
-            answered: Answered = done.value
-            return answered
+            returned: T = done.value
+            return returned

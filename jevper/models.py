@@ -9,12 +9,13 @@ from typing import Any, Literal, TypeAlias
 from jevper._errors import InvalidQuestionError
 
 Method = Literal["auto", "logprobs", "grammar", "structured", "discrete"]
-Api = Literal["auto", "chat_completions", "responses", "messages"]
+Api = Literal["auto", "chat_completions", "responses", "messages", "systemone"]
 METHODS: tuple[Method, ...] = ("auto", "logprobs", "grammar", "structured", "discrete")
-APIS: tuple[Api, ...] = ("auto", "chat_completions", "responses", "messages")
+APIS: tuple[Api, ...] = ("auto", "chat_completions", "responses", "messages", "systemone")
 
-#: A state is text, or a chat list of {"role": ..., "content": ...} turns.
-State: TypeAlias = str | Sequence[Mapping[str, Any]]
+#: A state is text, a chat list of {"role": ..., "content": ...} turns, or any other JSON value (an
+#: object, a list that is not a chat list, a number), which a model that reads prompts reads as JSON text.
+State: TypeAlias = str | Sequence[Any] | Mapping[str, Any] | int | float | bool
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,10 @@ class Usage:
 class ChoiceAnswer:
     """The answer to a ``Choice``.
 
-    ``probabilities`` covers exactly the question's options; ``choice`` is the most probable option and
-    ``confidence`` is 1 minus the normalized entropy (0 for a uniform answer, 1 for a certain one).
+    ``probabilities`` covers exactly the question's options; ``choice`` is the most probable option.
+    ``confidence`` is the System One API's: ``(p_max - 1/n) / (1 - 1/n)`` over the n options (1 when n is
+    1), so 0 when every option is equally likely and 1 when one option holds all the mass. A System One
+    server's own value is kept as it sent it.
     """
 
     choice: str
@@ -79,11 +82,25 @@ class ChoiceAnswer:
     method: str
     surface: str
     reasoning: str | None = None
+    type: Literal["choice"] = field(default="choice", init=False)
+
+    def to_api(self) -> dict[str, Any]:
+        """This answer in the System One API's shape."""
+        return {
+            "type": self.type,
+            "choice": self.choice,
+            "probabilities": _summing_to_one(self.probabilities),
+            "confidence": self.confidence,
+        }
 
 
 @dataclass(frozen=True)
 class NoulAnswer:
-    """The answer to a ``Noul``: ``noul`` is the probability of yes, in [0, 1]."""
+    """The answer to a ``Noul``: ``noul`` is the probability of yes, in [0, 1].
+
+    The System One API gives a noul no confidence; ``confidence`` here is the choice formula over
+    (yes, no), which is ``|2 * noul - 1|``: 0 at 0.5, 1 at 0 or 1.
+    """
 
     noul: float
     probabilities: dict[str, float]
@@ -91,18 +108,51 @@ class NoulAnswer:
     method: str
     surface: str
     reasoning: str | None = None
+    type: Literal["noul"] = field(default="noul", init=False)
+
+    def to_api(self) -> dict[str, Any]:
+        """This answer in the System One API's shape (which has no confidence for a noul)."""
+        return {"type": self.type, "noul": self.noul}
 
 
 @dataclass(frozen=True)
 class ScoreAnswer:
-    """The answer to a ``Score``: ``probabilities`` per level index, ``score`` their expectation."""
+    """The answer to a ``Score``: ``probabilities`` per level index, ``score`` their expectation.
+
+    ``legend`` maps each level index to the level as the question gave it. ``confidence`` is the System
+    One API's: ``max(0, 1 - D / U)``, where ``D = sum p_i * |i - k|`` is the expected distance from the
+    most probable level k and ``U = sum_i |i - (n - 1) / 2| / n`` that distance for a uniform answer over
+    the n levels. A System One server's own value is kept as it sent it.
+    """
 
     score: float
     probabilities: dict[int, float]
+    legend: dict[int, Any]
     confidence: float
     method: str
     surface: str
     reasoning: str | None = None
+    type: Literal["score"] = field(default="score", init=False)
+
+    def to_api(self) -> dict[str, Any]:
+        """This answer in the System One API's shape: level indices as string keys."""
+        probabilities = _summing_to_one(self.probabilities)
+        return {
+            "type": self.type,
+            "score": self.score,
+            "legend": {str(level): text for level, text in self.legend.items()},
+            "probabilities": {str(level): p for level, p in probabilities.items()},
+            "confidence": self.confidence,
+        }
+
+
+def _summing_to_one(probabilities: Mapping[Any, float]) -> dict[Any, float]:
+    """The probabilities as given when they sum to 1 (``normalize_probabilities=False`` keeps a model's own
+    numbers, which may not): the API's body always holds a distribution."""
+    total = sum(probabilities.values())
+    if abs(total - 1.0) <= 1e-9 or total <= 0:
+        return dict(probabilities)
+    return {key: p / total for key, p in probabilities.items()}
 
 
 Answer: TypeAlias = ChoiceAnswer | NoulAnswer | ScoreAnswer
@@ -116,5 +166,21 @@ class SystemOneResponse:
     usage: Usage
     #: question id -> the trace the server returned with that answer, for answers that had one
     reasoning: dict[str, str] = field(default_factory=dict)
-    #: per question: method, surface, requests and why; "server_limits": fields this server refused
+    #: per question: method, surface, requests and why; "server_limits": fields this server refused;
+    #: "route" (api="auto"): the surface the model is asked on and why
     debug: dict[str, Any] = field(default_factory=dict)
+    #: the model that answered: as a System One server named it, else the model id asked for
+    model: str = ""
+
+    def to_api(self) -> dict[str, Any]:
+        """A System One API response body for these answers, however they were read: ``model``,
+        ``answers`` (each with its ``type``) and ``usage`` (``input_tokens``, ``output_tokens``; null where
+        the server reported none)."""
+        return {
+            "model": self.model,
+            "answers": {qid: answer.to_api() for qid, answer in self.answers.items()},
+            "usage": {
+                "input_tokens": self.usage.prompt_tokens,
+                "output_tokens": self.usage.completion_tokens,
+            },
+        }

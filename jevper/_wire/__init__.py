@@ -1,5 +1,8 @@
 """The wire-format core: one module per surface, each building a request and reading a response.
 
+The prompt surfaces (Chat Completions, Responses, Messages) share ``build`` and ``read`` below; System
+One carries every question of a call at once and has its own (``jevper._wire.systemone``).
+
 Everything above this package is surface-blind; the probe harness reads recorded bodies through it.
 """
 
@@ -19,13 +22,24 @@ from jevper._wire.errors import (
     read_error,
 )
 from jevper._wire.request import SchemaFormat, Turn, WireRequest
-from jevper._wire.result import SURFACES, ErrorBody, Surface, TokenLogprob, WireResult, WireUsage
+from jevper._wire.result import (
+    PROMPT_SURFACES,
+    SURFACES,
+    ErrorBody,
+    PromptSurface,
+    Surface,
+    TokenLogprob,
+    WireResult,
+    WireUsage,
+)
 
 __all__ = [
     "ERROR_KINDS",
+    "PROMPT_SURFACES",
     "SURFACES",
     "WORDINGS",
     "ErrorBody",
+    "PromptSurface",
     "SchemaFormat",
     "Surface",
     "TokenLogprob",
@@ -54,7 +68,7 @@ _BUILDERS: dict[str, Callable[[WireRequest], dict[str, Any]]] = {
 }
 
 
-def read(surface: Surface, body: Mapping[str, Any], *, model: str | None = None) -> WireResult:
+def read(surface: PromptSurface, body: Mapping[str, Any], *, model: str | None = None) -> WireResult:
     """Normalize a 200 body of ``surface``.
 
     Raises MalformedAnswerError naming expected and arrived when the body does not fit the surface, and
@@ -63,6 +77,6 @@ def read(surface: Surface, body: Mapping[str, Any], *, model: str | None = None)
     return _READERS[surface](body, model=model)
 
 
-def build(surface: Surface, request: WireRequest) -> dict[str, Any]:
+def build(surface: PromptSurface, request: WireRequest) -> dict[str, Any]:
     """The JSON request body ``surface`` expects for ``request``."""
     return _BUILDERS[surface](request)

@@ -24,6 +24,7 @@ ERROR_KINDS = (
     "system_position",  # a system turn after a user turn
     "role_refused",  # a message role the server does not take
     "embedded",  # a 200 whose body is an error
+    "not_supported",  # a 501: this server will not answer this request for this model
     "other",
 )
 
@@ -91,6 +92,7 @@ WORDINGS: tuple[Wording, ...] = (
     _w("ollama", 404, r"^404 page not found$", "missing_route"),
     _w("llama.cpp", 404, r"^File Not Found$", "missing_route"),
     _w("LM Studio", 200, r"^Unexpected endpoint or method", "embedded"),
+    _w("llama.cpp", 501, r"^This model is not a decision model$", "not_supported"),
 )
 
 
@@ -98,7 +100,7 @@ def read_error(status: int | None, body: bytes | str, *, model: str | None = Non
     """Parse and classify a refusal body of any shape; never raises on a strange body."""
     text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
     shape, message = _parse(text)
-    return classify(ErrorBody(status, message, shape, _names(message, model)))
+    return classify(ErrorBody(status, message, shape, _names(message, model), field=_named_field(text)))
 
 
 def embedded_error(body: Mapping[str, Any], *, model: str | None = None) -> ErrorBody | None:
@@ -123,10 +125,12 @@ def classify(error: ErrorBody) -> ErrorBody:
             continue
         found = wording.pattern.search(error.message)
         if found:
-            field = wording.field or found.groupdict().get("field")
+            field = wording.field or found.groupdict().get("field") or error.field
             return replace(error, kind=wording.kind, field=field, server=wording.server)
     if error.status == 404:
         return replace(error, kind="unknown_model" if error.names_model else "missing_route")
+    if error.status == 501:
+        return replace(error, kind="not_supported")
     return error
 
 
@@ -146,6 +150,17 @@ def _parse(text: str) -> tuple[ErrorShape, str]:
     if isinstance(value, Mapping):
         return _from_object(dict(value))
     return "text", text.strip()
+
+
+def _named_field(text: str) -> str | None:
+    """The field an error object names itself: laya-serve's ``{"error": {"message", "field"}}``."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    error = value.get("error") if isinstance(value, Mapping) else None
+    field = error.get("field") if isinstance(error, Mapping) else None
+    return field if isinstance(field, str) and field else None
 
 
 def _from_object(value: dict[str, Any]) -> tuple[ErrorShape, str]:
@@ -186,7 +201,17 @@ _ADVICE = {
     "system_position": "keep system turns first; jevper folds a state's system turns into its own",
     "role_refused": "keep state turns to the system, user and assistant roles",
     "embedded": "the server answered 200 with an error body; check the base_url and the route",
+    "not_supported": "the server does not answer this request for this model; use another api= surface",
     "other": "see the server's words above",
+}
+#: Advice where the System One route reads a refusal differently; {model} is the model asked for.
+_SYSTEMONE_ADVICE = {
+    "not_supported": "{model!r} is not a decision model here, so System One cannot answer it; ask it "
+    "through api='chat_completions', 'responses' or 'messages' (api='auto' finds the surface)",
+    "missing_route": "this server has no System One route (llama.cpp before b11361, a server that only "
+    "speaks chat); ask through api='chat_completions', 'responses' or 'messages', or api='auto'",
+    "other": "the server's words above say what it refused; jevper checks the API's stated limits before "
+    "sending, so look for this server's own (the model id, a field from extra_body, a narrower limit)",
 }
 #: Refusals of a field whose fix is not to remove it.
 _FIELD_ADVICE = {
@@ -195,15 +220,15 @@ _FIELD_ADVICE = {
 }
 
 
-def provider_error(error: ErrorBody, surface: str) -> ProviderError:
-    """The ProviderError for a classified refusal, worded for the caller."""
+def provider_error(error: ErrorBody, surface: str, *, model: str | None = None) -> ProviderError:
+    """The ProviderError for a classified refusal, worded for the caller (``model``: the model asked for)."""
     status = "answered 200 with an error" if error.status == 200 else f"answered {error.status}"
     if error.status is None:
         status = "could not be reached"
     named = f" (field {error.field!r})" if error.field else ""
     message = (
         f"{surface}: expected an answer, but the server {status}{named}: {error.message!r}; "
-        f"{_FIELD_ADVICE.get(error.field or '') or _ADVICE.get(error.kind, _ADVICE['other'])}"
+        f"{_advice(error, surface, model)}"
     )
     return ProviderError(
         message,
@@ -212,3 +237,13 @@ def provider_error(error: ErrorBody, surface: str) -> ProviderError:
         kind=error.kind,
         field=error.field,
     )
+
+
+def _advice(error: ErrorBody, surface: str, model: str | None) -> str:
+    if surface == "systemone" and error.status is not None:
+        advice = _SYSTEMONE_ADVICE.get(error.kind)
+        if advice is None and error.status in (400, 422):
+            advice = _SYSTEMONE_ADVICE["other"]
+        if advice is not None:
+            return advice.format(model=model or "the model")
+    return _FIELD_ADVICE.get(error.field or "") or _ADVICE.get(error.kind, _ADVICE["other"])

@@ -112,8 +112,11 @@ def _wire(probe: Probe, exchange: Exchange) -> WireResult:
     body = exchange.json()
     if not isinstance(body, Mapping):
         raise MalformedAnswerError(expected_actual("a JSON object", excerpt(exchange.text, 60)))
-    result = read(probe.surface, body, model=_model(exchange))
-    key = _ANSWER_LIST.get(probe.surface)
+    surface = probe.surface
+    if surface == "systemone":  # answers every question at once: read by body_violations, not here
+        raise MalformedAnswerError(expected_actual("a prompt surface's answer", "a System One body"))
+    result = read(surface, body, model=_model(exchange))
+    key = _ANSWER_LIST.get(surface)
     if key is not None and body.get(key) == []:
         # Not "no logprobs here" nor "taken": an empty answer says nothing about the probed feature.
         raise MalformedAnswerError(

@@ -12,13 +12,15 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from jevper._wire import Surface
+from jevper._wire import PromptSurface
 
 #: The distribution of a healthy label answer: A most likely, then B, then C.
 HEALTHY_LOGPROBS: tuple[tuple[str, float], ...] = (("A", -0.2), ("B", -1.9), ("C", -3.4))
 #: Stands in for bytes that cannot be written through json.dumps; replaced after encoding.
-_BAD_UTF8_MARK = "\u2063BAD-UTF8\u2063"
+BAD_UTF8_MARK = "\u2063BAD-UTF8\u2063"
 BAD_UTF8 = b"\xc3\x28\xff\xfe"
+#: Put in front of a key to write that key twice in one object: the mark is removed after encoding.
+DUPLICATE_MARK = "\u2063DUPLICATE\u2063"
 TRACE = "The state is about a charge, so the answer is the billing option."
 
 
@@ -40,7 +42,7 @@ def find_schema(request: Any) -> Mapping[str, Any] | None:
     return None
 
 
-def wants_logprobs(surface: Surface, request: Any) -> bool:
+def wants_logprobs(surface: PromptSurface, request: Any) -> bool:
     if not isinstance(request, Mapping):
         return False
     if surface == "responses":
@@ -88,7 +90,7 @@ def healthy_entries() -> list[dict[str, Any]]:
 class Answer:
     """The parts of one answer, before they are laid out in a surface's shape."""
 
-    def __init__(self, surface: Surface, request: Any, model: str) -> None:
+    def __init__(self, surface: PromptSurface, request: Any, model: str) -> None:
         self.surface = surface
         self.model = model
         self.logprobs: list[dict[str, Any]] | None = (
@@ -167,7 +169,7 @@ def _messages(a: Answer) -> dict[str, Any]:
     }
 
 
-_LAYOUTS: dict[Surface, Callable[[Answer], dict[str, Any]]] = {
+_LAYOUTS: dict[PromptSurface, Callable[[Answer], dict[str, Any]]] = {
     "chat_completions": _chat,
     "responses": _responses,
     "messages": _messages,
@@ -175,9 +177,10 @@ _LAYOUTS: dict[Surface, Callable[[Answer], dict[str, Any]]] = {
 
 
 def encode(body: Any) -> bytes:
-    """JSON as a sloppy server writes it: NaN and Infinity as bare words, the bad-UTF-8 mark as bytes."""
+    """JSON as a sloppy server writes it: NaN and Infinity as bare words, the bad-UTF-8 mark as bytes, a
+    key under the duplicate mark as a second copy of that key."""
     raw = json.dumps(body, ensure_ascii=False, allow_nan=True).encode("utf-8")
-    return raw.replace(_BAD_UTF8_MARK.encode("utf-8"), BAD_UTF8)
+    return raw.replace(BAD_UTF8_MARK.encode("utf-8"), BAD_UTF8).replace(DUPLICATE_MARK.encode("utf-8"), b"")
 
 
 # --- one mutation per body fault ----------------------------------------------------------------------
@@ -213,13 +216,13 @@ def _set_logprob(value: float) -> Callable[[Answer], None]:
 
 def _invalid_utf8_content(a: Answer) -> None:
     if _json_text(a) is not None:
-        a.text = a.text[:-1] + f', "note": "{_BAD_UTF8_MARK}"}}'
+        a.text = a.text[:-1] + f', "note": "{BAD_UTF8_MARK}"}}'
     else:
-        a.text = a.text + _BAD_UTF8_MARK
+        a.text = a.text + BAD_UTF8_MARK
 
 
 def _invalid_utf8_trace(a: Answer) -> None:
-    a.trace = TRACE + _BAD_UTF8_MARK
+    a.trace = TRACE + BAD_UTF8_MARK
 
 
 def _short_logprobs(a: Answer) -> None:
@@ -245,7 +248,11 @@ def _duplicate_alternatives(a: Answer) -> None:
     a.logprobs = [entry(token, logprob, (HEALTHY_LOGPROBS[0], *HEALTHY_LOGPROBS))]
 
 
-_EMPTY_KEY: dict[Surface, str] = {"chat_completions": "choices", "responses": "output", "messages": "content"}
+_EMPTY_KEY: dict[PromptSurface, str] = {
+    "chat_completions": "choices",
+    "responses": "output",
+    "messages": "content",
+}
 
 BodyFault = Callable[[Answer], dict[str, Any]]
 

@@ -1,4 +1,5 @@
-"""A loopback HTTP server that answers like Chat Completions, Responses or Messages, with one fault.
+"""A loopback HTTP server that answers like Chat Completions, Responses, Messages or System One, with one
+fault.
 
 The fault is chosen per request, by a path prefix or a header::
 
@@ -6,8 +7,8 @@ The fault is chosen per request, by a path prefix or a header::
     http://127.0.0.1:PORT/fault/ok,ok,crash/v1          a rotation: two answers, then the server dies
     x-jevper-fault: 429-retry-after                     on any request (wins over the path)
 
-Faults apply to POSTs on the three surface routes; ``GET /v1/models`` always answers, so a tool's
-reachability check passes and the fault lands on the request that matters. The server writes raw
+Faults apply to POSTs on the surface routes (System One's too); ``GET /v1/models`` always answers, so a
+tool's reachability check passes and the fault lands on the request that matters. The server writes raw
 bytes on a socket, so it can stop mid-header, reset a connection or send a body its headers lie about.
 
 In scripted mode (``FaultServer(script=Script())``, see ``jevper.testing.script``) a POST with no
@@ -33,6 +34,10 @@ from typing import Any
 from jevper._wire import Surface
 from jevper.testing.bodies import BODY_FAULTS, Answer, encode
 from jevper.testing.script import Request, Script
+from jevper.testing.systemone import SYSTEMONE_BODY_FAULTS, SystemOneAnswer
+
+#: What a fault serves: a prompt surface's answer, or the answers to a System One request.
+Answers = Answer | SystemOneAnswer
 
 #: How long a hanging fault holds a connection before giving up on the client (it should leave first).
 HANG_S = 120.0
@@ -46,6 +51,7 @@ _ROUTES: tuple[tuple[str, Surface], ...] = (
     ("/chat/completions", "chat_completions"),
     ("/responses", "responses"),
     ("/messages", "messages"),
+    ("/systemone", "systemone"),
 )
 _HTML_500 = (
     b"<!DOCTYPE html><html><head><title>500 Internal Server Error</title></head><body>"
@@ -108,7 +114,7 @@ class Reply:
 class Fault:
     name: str
     says: str  # what the server does, in one line
-    serve: Callable[[Reply, Surface, Request, Answer], Awaitable[None]]
+    serve: Callable[[Reply, Surface, Request, Answers], Awaitable[None]]
 
 
 FAULTS: dict[str, Fault] = {}
@@ -123,24 +129,24 @@ def fault(name: str, says: str) -> Callable[[Callable[..., Awaitable[None]]], Ca
 
 
 @fault("ok", "a healthy answer (label A with logprobs, or a JSON answer to the schema sent)")
-async def _ok(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _ok(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
     await reply.json(200, "OK", answer.body())
 
 
 @fault("hang-no-bytes", "reads the request and never sends a byte")
-async def _hang(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _hang(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
     await reply.hang()
 
 
 @fault("hang-after-headers", "sends 200 and the headers (content-length set), then no body")
-async def _hang_after_headers(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _hang_after_headers(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
     body = encode(answer.body())
     await reply.head(200, "OK", [("content-type", "application/json"), ("content-length", str(len(body)))])
     await reply.hang()
 
 
 @fault("connection-reset", "reads the request and resets the connection (RST, no response)")
-async def _reset(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _reset(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
     sock = reply.writer.get_extra_info("socket")
     if sock is not None:
         # Linger 0 turns close() into a reset instead of an orderly FIN.
@@ -150,14 +156,14 @@ async def _reset(reply: Reply, surface: Surface, request: Request, answer: Answe
 
 
 @fault("slow-drip", f"a valid 200 body dripped in chunks every {DRIP_INTERVAL_S} s over {DRIP_TOTAL_S} s")
-async def _drip(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _drip(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
     await _dripped(reply, 200, "OK", encode(answer.body()))
 
 
 @fault(
     "slow-drip-error", f"a 500 error body dripped in chunks every {DRIP_INTERVAL_S} s over {DRIP_TOTAL_S} s"
 )
-async def _drip_error(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _drip_error(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
     # An SDK reads an error body itself, before handing any response back: the whole exchange must still
     # end at the caller's timeout.
     body = encode(
@@ -180,12 +186,12 @@ async def _dripped(reply: Reply, status: int, reason: str, body: bytes) -> None:
 
 
 @fault("html-500", "500 with an HTML error page")
-async def _html_500(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _html_500(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
     await reply.send(500, "Internal Server Error", _HTML_500, "text/html; charset=utf-8")
 
 
 def _retry_after(status: int, reason: str, seconds: int) -> Callable[..., Awaitable[None]]:
-    async def serve(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+    async def serve(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
         body = {
             "error": {"message": f"{reason}: try again in {seconds} s", "type": "overloaded", "code": status}
         }
@@ -209,23 +215,23 @@ fault("429-retry-after-hour", "429 with Retry-After: 3600 (a client must cap the
 
 
 @fault("truncated-json", "200, application/json, the body cut in half (content-length matches the half)")
-async def _truncated(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _truncated(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
     body = encode(answer.body())
     await reply.send(200, "OK", body[: len(body) // 2], "application/json")
 
 
 @fault("non-json-body", "200, application/json, a body of plain words")
-async def _non_json(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _non_json(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
     await reply.send(200, "OK", b"Model is loading, please wait.", "application/json")
 
 
 @fault("wrong-content-type", "200 with a valid JSON body labelled text/html")
-async def _wrong_type(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _wrong_type(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
     await reply.send(200, "OK", encode(answer.body()), "text/html; charset=utf-8")
 
 
 @fault("huge-body", f"200 with a valid answer padded to {HUGE_BYTES // 2**20} MB")
-async def _huge(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _huge(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
     head = encode(answer.body())[:-1] + b', "padding": "'
     tail = b'"}'
     pad = HUGE_BYTES - len(head) - len(tail)
@@ -242,20 +248,23 @@ async def _huge(reply: Reply, surface: Surface, request: Request, answer: Answer
 
 
 @fault("html-404", "404 with an HTML page on the surface's own route")
-async def _html_404(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _html_404(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
     await reply.send(404, "Not Found", _HTML_404, "text/html")
 
 
 @fault("crash", "the server stops listening and drops every connection (a crash mid-run)")
-async def _crash(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
+async def _crash(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
     reply.keep_alive = False
     reply.writer.transport.abort()
     reply.server.crash()
 
 
 def _body_fault(name: str) -> Callable[..., Awaitable[None]]:
-    async def serve(reply: Reply, surface: Surface, request: Request, answer: Answer) -> None:
-        await reply.json(200, "OK", BODY_FAULTS[name](answer))
+    async def serve(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
+        if isinstance(answer, SystemOneAnswer):
+            await reply.json(200, "OK", SYSTEMONE_BODY_FAULTS[name](answer))
+        else:
+            await reply.json(200, "OK", BODY_FAULTS[name](answer))
 
     return serve
 
@@ -392,6 +401,8 @@ class FaultServer:
         surface = route(request.path)
         if request.method == "GET" and request.path.rstrip("/").endswith("/models"):
             self.log.append(ServedFault("ok", request.method, request.path, None))
+            if self.script is not None and await self.script.list_models(reply, request):
+                return
             models = {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "jevper"}]}
             await reply.json(200, "OK", models)
             return
@@ -418,7 +429,8 @@ class FaultServer:
         self.log.append(ServedFault(name, request.method, request.path, surface))
         parsed = request.json()
         model = parsed.get("model") if isinstance(parsed, dict) else None
-        answer = Answer(surface, parsed, model if isinstance(model, str) else self.model)
+        named = model if isinstance(model, str) else self.model
+        answer = SystemOneAnswer(parsed, named) if surface == "systemone" else Answer(surface, parsed, named)
         try:
             await chosen.serve(reply, surface, request, answer)
         except (ConnectionError, asyncio.CancelledError):
@@ -467,7 +479,7 @@ def running(model: str = "fault-model", *, script: Script | None = None) -> Iter
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m jevper.testing.faults",
-        description="Serve the three surfaces on loopback with one injected fault per request.",
+        description="Serve the surfaces (System One too) on loopback with one injected fault per request.",
     )
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     parser.add_argument("--list", action="store_true", help="print the faults and exit")

@@ -58,6 +58,9 @@ class Script:
     delay: float = 0.0  # seconds each answer waits, to let concurrent requests overlap
     in_flight: int = 0
     most_in_flight: int = 0
+    #: what GET /models answers with; None: the fault server's own list (one model, no architecture)
+    models: Queued | None = None
+    listed: list[Request] = field(default_factory=list)  # the GET /models requests, in order
     # The test thread queues and reads while the server's loop thread answers.
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -76,6 +79,33 @@ class Script:
         kind = content_type or ("application/json" if raw[:1] in (b"{", b"[", b'"') else "text/plain")
         with self.lock:
             self.replies.setdefault(path, deque()).append(Queued(status, raw, kind, tuple(headers)))
+
+    def model_list(
+        self, status: int, body: str | bytes | dict[str, Any], headers: Sequence[tuple[str, str]] = ()
+    ) -> None:
+        """What every GET /models answers with from now on (a POST reply queued for /models never is)."""
+        raw = (
+            json.dumps(body).encode()
+            if isinstance(body, dict)
+            else body.encode()
+            if isinstance(body, str)
+            else body
+        )
+        kind = "application/json" if raw[:1] in (b"{", b"[", b'"') else "text/plain"
+        with self.lock:
+            self.models = Queued(status, raw, kind, tuple(headers))
+
+    async def list_models(self, reply: Reply, request: Request) -> bool:
+        """Keep the GET /models request; answer it when a model list was set, and say whether it was."""
+        with self.lock:
+            self.listed.append(replace(request, path=request.path.removeprefix("/v1")))
+            queued = self.models
+        if queued is None:
+            return False
+        reply.keep_alive = False
+        extra = (*queued.headers, ("connection", "close"))
+        await reply.send(queued.status, _reason(queued.status), queued.body, queued.content_type, extra)
+        return True
 
     def bodies(self, path: str | None = None) -> list[Any]:
         """The bodies of the requests answered (on ``path`` only, if given): JSON parsed, else text."""

@@ -44,11 +44,18 @@ def recorded(name: str) -> dict[str, Any]:
     return record
 
 
+def systemone(name: str) -> dict[str, Any]:
+    """A System One exchange recorded from callo or llama.cpp by tests/fixtures/client/record_systemone.py."""
+    record: dict[str, Any] = json.loads((FIXTURES / "systemone" / f"{name}.json").read_text())
+    return record
+
+
 @pytest.fixture
 def fixtures() -> Any:
-    """Recorded and transcribed bodies: ``fixtures.recorded(name)``, ``fixtures.transcribed(name)``."""
+    """Recorded and transcribed bodies: ``fixtures.recorded(name)``, ``fixtures.transcribed(name)``,
+    ``fixtures.systemone(name)``."""
 
-    return SimpleNamespace(recorded=recorded, transcribed=transcribed)
+    return SimpleNamespace(recorded=recorded, transcribed=transcribed, systemone=systemone)
 
 
 @pytest.fixture(scope="module")

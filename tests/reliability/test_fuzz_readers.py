@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from jevper import Choice, JevperError, Noul, Score, SystemOneClient
 from jevper._ask import structured_schema
-from jevper._wire import SURFACES, read
+from jevper._wire import PROMPT_SURFACES, read
 from jevper.probe.cassettes import load_exchanges
 from jevper.questions import Question
 from jevper.testing.bodies import Answer
@@ -72,7 +72,7 @@ CORPUS = recorded_bodies()
 
 
 def test_the_corpus_holds_recorded_bodies_of_every_surface() -> None:
-    assert {surface for _, surface, _ in CORPUS} == set(SURFACES)
+    assert {surface for _, surface, _ in CORPUS} == set(PROMPT_SURFACES)
     assert len(CORPUS) >= 40
 
 
@@ -119,7 +119,7 @@ METHODS = {"chat_completions": ("logprobs", "structured"), "responses": ("logpro
 def healthy_bodies() -> list[tuple[str, str, dict[str, Any]]]:
     """The fault server's healthy answer per surface and question: a label distribution, a JSON answer."""
     bodies = []
-    for surface in SURFACES:
+    for surface in PROMPT_SURFACES:
         bodies.append(
             ("healthy label", surface, Answer(surface, {"logprobs": True, "top_logprobs": 5}, "m").body())
         )  # type: ignore[arg-type]

@@ -1,0 +1,142 @@
+"""System One: every question of a call in one request, answered by the server natively; and how
+api="auto" decides, once per model, whether a model is a decision model that System One serves.
+
+Like the engine, this never performs I/O: it yields a ``Fetch`` and is sent the parsed JSON body (or
+thrown the JevperError); the blocking and the async client drive the same generators.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+from typing import Any
+
+from jevper._ask import instructions, question_type
+from jevper._distribution import choice_confidence
+from jevper._errors import JevperError, ProviderError
+from jevper._json import Json
+from jevper._memory import NATIVE, PROMPT, Memory, Note
+from jevper._options import Options, native_only
+from jevper._routes import Fetch
+from jevper._wire import model_list, systemone
+from jevper.models import Answer, ChoiceAnswer, NoulAnswer, ScoreAnswer, SystemOneResponse, Usage
+from jevper.questions import Choice, Noul, Question
+
+#: The longest the model list may take: a cheap listing, asked once per model before its first call.
+DISCOVERY_TIMEOUT = 10.0
+METHOD = "native"
+
+
+def discovers(options: Options, memory: Memory) -> bool:
+    """Whether this call asks GET /models first: api="auto" and method="auto", the model not yet settled."""
+    return options.api == "auto" and options.method == "auto" and memory.native_route(options.model) is None
+
+
+def discover(options: Options, memory: Memory) -> Generator[Fetch, Mapping[str, Any], Note]:
+    """Ask GET /models once for this model and remember what it says; any failure means "not a decision
+    model", remembered with why, and the call goes on as before System One existed."""
+    settled = memory.native_route(options.model)
+    if settled is not None:
+        return settled
+    timeout = min(options.timeout, DISCOVERY_TIMEOUT)
+    try:
+        body = yield Fetch("GET", model_list.ROUTE, None, options.model, timeout)
+        listing = model_list.decision_model(body, options.model)
+    except JevperError as error:
+        listing = model_list.Listing(False, f"GET /models failed, so not a decision model: {error}")
+    memory.settle(options.model, NATIVE if listing.decisions else PROMPT, listing.why)
+    note = memory.native_route(options.model)
+    assert note is not None
+    return note
+
+
+def answer(
+    options: Options, state: Json, questions: tuple[tuple[str, Question], ...], memory: Memory
+) -> Generator[Fetch, Mapping[str, Any], SystemOneResponse | None]:
+    """The call's response from System One, or None when its questions go to the prompt surfaces."""
+    note = memory.native_route(options.model) if options.api == "auto" else None
+    if options.api == "auto":
+        if options.method != "auto" or note is None or note.value != NATIVE:
+            return None
+        native_only(options, f"api='auto' answers {options.model!r} through System One ({note.why})")
+    elif options.api != "systemone":
+        return None
+    asked = {qid: question_body(question) for qid, question in questions}
+    body = systemone.build(options.model, state, asked, options.extra_body)
+    try:
+        raw = yield Fetch("POST", systemone.ROUTE, body, options.model, options.timeout)
+    except ProviderError as error:
+        if note is None or error.kind not in ("not_supported", "missing_route"):
+            raise
+        # A model listed as a decision model that System One will not answer after all: asked on the
+        # prompt surfaces from now on.
+        said = f"{error.status} {error.server_message!r}" if error.status else error.server_message
+        memory.settle(
+            options.model,
+            PROMPT,
+            f"{note.why}, but POST /systemone answered {said}: asked on the prompt surfaces",
+        )
+        return None
+    result = systemone.read(raw, asked, model=options.model)
+    answers = {qid: _answer(question, result.answers[qid]) for qid, question in questions}
+    why = f"one System One request carried all {len(questions)} question(s) of the call"
+    debug: dict[str, Any] = {
+        "questions": {
+            qid: {
+                "method": METHOD,
+                "surface": systemone.SURFACE,
+                "requests": 1,
+                "why": [why],
+                "prefill": None,
+            }
+            for qid in answers
+        },
+        "server_limits": {},
+    }
+    if note is not None:
+        debug["route"] = {"surface": systemone.SURFACE, "why": note.why}
+    usage = Usage(result.usage.prompt_tokens, result.usage.completion_tokens, None, requests=1)
+    return SystemOneResponse(answers, usage, {}, debug, model=result.model or options.model)
+
+
+def question_body(question: Question) -> dict[str, Any]:
+    """A question in the API's request shape. Instructions left out are sent as the prompt surfaces ask
+    them (laya-serve 0.2.1 refuses a question without instructions); noul criteria given as one text are
+    shown after the instructions, as the prompt surfaces show them."""
+    kind = question_type(question)
+    body: dict[str, Any] = {"type": kind, "instructions": question.instructions or instructions(question)}
+    if isinstance(question, Noul):
+        if isinstance(question.criteria, str):
+            body["instructions"] = f"{instructions(question)}\nCriteria: {question.criteria}"
+        elif question.criteria is not None:
+            body["criteria"] = dict(question.criteria)
+    elif isinstance(question, Choice):
+        body["criteria"] = dict(question.criteria)
+    else:
+        body["criteria"] = list(question.criteria)
+    return body
+
+
+def _answer(question: Question, given: Mapping[str, Any]) -> Answer:
+    """A validated System One answer as the public answer; the server's own numbers are kept."""
+    if isinstance(question, Noul):
+        yes = _unit(given["noul"])
+        no = 1.0 - yes
+        return NoulAnswer(yes, {"yes": yes, "no": no}, choice_confidence([yes, no]), METHOD, "systemone")
+    confidence = _unit(given["confidence"])
+    if isinstance(question, Choice):
+        probabilities = {option: float(given["probabilities"][option]) for option in question.options}
+        return ChoiceAnswer(given["choice"], probabilities, confidence, METHOD, "systemone")
+    levels = range(len(question.criteria))
+    return ScoreAnswer(
+        float(given["score"]),
+        {i: float(given["probabilities"][str(i)]) for i in levels},
+        {i: given["legend"][str(i)] for i in levels},
+        confidence,
+        METHOD,
+        "systemone",
+    )
+
+
+def _unit(value: float) -> float:
+    """A number the reader let through within float noise of [0, 1], inside it."""
+    return min(1.0, max(0.0, float(value)))

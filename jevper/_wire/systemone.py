@@ -1,0 +1,211 @@
+"""System One (``POST /v1/systemone``): build the request body, read and validate the response body.
+
+One request carries every question of a call, in the API's own shape (``{"type", "instructions",
+"criteria"}`` per question id). A response is read only when every answer follows the API: its type, a
+distribution over exactly the question's options, the choice at the peak, the score at the expectation,
+the legend naming the levels. ``violations`` lists what an answer gets wrong, one line each, so the probe
+harness can grade a server with the same rules the client reads it by.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from jevper._errors import MalformedAnswerError
+from jevper._wire import _read as r
+from jevper._wire.errors import raise_embedded
+from jevper._wire.result import WireUsage
+
+SURFACE: Final = "systemone"
+ROUTE: Final = "systemone"
+#: How far a sum, an expectation or a peak may sit from exact: float noise, not a different answer.
+TOLERANCE = 1e-6
+#: The most violations a MalformedAnswerError quotes.
+SHOWN = 5
+
+
+@dataclass(frozen=True)
+class SystemOneResult:
+    """A response body whose every answer follows the API, per question id in the order asked."""
+
+    model: str | None  # as the server named it
+    answers: Mapping[str, Mapping[str, Any]]
+    usage: WireUsage
+    raw: Mapping[str, Any]
+
+
+def build(
+    model: str, state: Any, questions: Mapping[str, Mapping[str, Any]], extra_body: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The JSON body for POST /v1/systemone; the caller's extra_body is merged last, as given."""
+    body: dict[str, Any] = {"model": model, "state": state, "questions": dict(questions)}
+    body.update(extra_body)
+    return body
+
+
+def read(
+    body: Mapping[str, Any], questions: Mapping[str, Mapping[str, Any]], *, model: str | None = None
+) -> SystemOneResult:
+    """Validate a 200 body against the questions asked (in the request's shape).
+
+    Raises ProviderError for a 200 carrying an error, MalformedAnswerError naming what does not follow the
+    API otherwise.
+    """
+    r.mapping(SURFACE, "the body", body)
+    if "answers" not in body:
+        raise_embedded(SURFACE, body, model=model)
+    found = body_violations(body, questions)
+    if found:
+        shown = "; ".join(found[:SHOWN]) + (f"; and {len(found) - SHOWN} more" if len(found) > SHOWN else "")
+        raise MalformedAnswerError(
+            f"{SURFACE} response: expected answers that follow the System One API, got {len(found)} "
+            f"violation(s): {shown}; the server does not answer as the API says — report it, or ask "
+            "through a chat surface (api='chat_completions', 'responses' or 'messages')"
+        )
+    usage = body["usage"]
+    answers = body["answers"]
+    named = body.get("model")
+    return SystemOneResult(
+        model=named if isinstance(named, str) else None,
+        answers={qid: answers[qid] for qid in questions},
+        usage=WireUsage(usage.get("input_tokens"), usage.get("output_tokens"), None, None),
+        raw=body,
+    )
+
+
+def body_violations(body: object, questions: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Everything a response body gets wrong against the questions asked; [] for a conforming body."""
+    if not isinstance(body, Mapping):
+        return [f"the body: expected an object, got {_kind(body)}"]
+    found: list[str] = []
+    if "model" in body and (not isinstance(body["model"], str) or r.encodable(body["model"]) is None):
+        found.append(f"model: expected a string that can be encoded as UTF-8, got {_kind(body['model'])}")
+    answers = body.get("answers")
+    if not isinstance(answers, Mapping):
+        found.append(f"answers: expected an object keyed by question id, got {_kind(answers)}")
+    else:
+        missing = [qid for qid in questions if qid not in answers]
+        extra = [qid for qid in answers if qid not in questions]
+        if missing:
+            found.append(f"answers: expected an answer to every question, got none for {missing!r:.120}")
+        if extra:
+            found.append(f"answers: expected only the questions asked, got also {extra!r:.120}")
+        for qid, question in questions.items():
+            if qid in answers:
+                found += [f"answers[{qid!r}].{v}" for v in violations(answers[qid], question)]
+    usage = body.get("usage")
+    if not isinstance(usage, Mapping):
+        found.append(f"usage: expected an object with input_tokens and output_tokens, got {_kind(usage)}")
+    else:
+        for name in ("input_tokens", "output_tokens"):
+            count = usage.get(name)
+            if name not in usage or (
+                count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0)
+            ):
+                got = _kind(count) if name in usage else "nothing"
+                found.append(f"usage.{name}: expected a non-negative integer or null, got {got}")
+    return found
+
+
+def violations(answer: object, question: Mapping[str, Any]) -> list[str]:
+    """What one answer gets wrong against its question (in the request's shape); [] when it conforms.
+
+    Each line names the field and says what was expected and what arrived.
+    """
+    kind = question.get("type")
+    if not isinstance(answer, Mapping):
+        return [f"answer: expected an object, got {_kind(answer)}"]
+    found: list[str] = []
+    if answer.get("type") != kind:
+        found.append(f"type: expected {kind!r}, got {_kind(answer.get('type'))}")
+    if kind == "choice":
+        found += _choice(answer, list(question.get("criteria") or ()))
+    elif kind == "score":
+        found += _score(answer, list(question.get("criteria") or ()))
+    elif kind == "noul":
+        found += _unit("noul", answer.get("noul"))
+    else:
+        found.append(f"question type: expected 'choice', 'noul' or 'score', got {kind!r}")
+    return found
+
+
+def _choice(answer: Mapping[str, Any], options: list[str]) -> list[str]:
+    probabilities, found = _distribution(answer.get("probabilities"), options)
+    choice = answer.get("choice")
+    if choice not in options:
+        found.append(f"choice: expected one of the options, got {_kind(choice)}")
+    elif probabilities is not None and probabilities[choice] < max(probabilities.values()) - TOLERANCE:
+        peak = max(probabilities, key=lambda option: probabilities[option])
+        found.append(f"choice: expected the most probable option {peak!r}, got {choice!r}")
+    return found + _unit("confidence", answer.get("confidence"))
+
+
+def _score(answer: Mapping[str, Any], levels: list[Any]) -> list[str]:
+    keys = [str(i) for i in range(len(levels))]
+    probabilities, found = _distribution(answer.get("probabilities"), keys)
+    score = answer.get("score")
+    if not isinstance(score, int | float) or not _number(score):
+        found.append(f"score: expected a number, got {_kind(score)}")
+    elif probabilities is not None:
+        expected = sum(i * probabilities[key] for i, key in enumerate(keys))
+        if abs(score - expected) > TOLERANCE * max(1, len(levels)):
+            found.append(f"score: expected the expected level index {expected:.6g}, got {score!r}")
+    legend = answer.get("legend")
+    if not isinstance(legend, Mapping):
+        found.append(f"legend: expected an object of level index to level, got {_kind(legend)}")
+    else:
+        named = dict(zip(keys, levels, strict=True))
+        if dict(legend) != named:
+            found.append(f"legend: expected {named!r:.160}, got {dict(legend)!r:.160}")
+    return found + _unit("confidence", answer.get("confidence"))
+
+
+def _distribution(value: object, keys: Sequence[str]) -> tuple[dict[str, float] | None, list[str]]:
+    """The probabilities when they are a distribution over exactly ``keys``, and what is wrong otherwise."""
+    if not isinstance(value, Mapping):
+        return None, [f"probabilities: expected an object, got {_kind(value)}"]
+    if sorted(value) != sorted(keys):
+        missing = [k for k in keys if k not in value]
+        extra = [k for k in value if k not in keys]
+        return None, [
+            f"probabilities: expected exactly the keys {list(keys)!r:.120}, "
+            f"missing {missing!r:.80}, extra {extra!r:.80}"
+        ]
+    found = [
+        f"probabilities[{k!r}]: expected a number in [0, 1], got {_kind(value[k])}"
+        for k in keys
+        if not _unit_number(value[k])
+    ]
+    if found:
+        return None, found
+    total = sum(value[k] for k in keys)
+    if abs(total - 1.0) > TOLERANCE:
+        return None, [f"probabilities: expected a sum of 1, got {total!r}"]
+    return {k: float(value[k]) for k in keys}, []
+
+
+def _unit(name: str, value: object) -> list[str]:
+    return [] if _unit_number(value) else [f"{name}: expected a number in [0, 1], got {_kind(value)}"]
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _unit_number(value: object) -> bool:
+    return isinstance(value, int | float) and _number(value) and -TOLERANCE <= value <= 1 + TOLERANCE
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool | int | float | str):
+        return repr(value)[:80]
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return type(value).__name__
