@@ -21,13 +21,18 @@ T = TypeVar("T")
 
 class AsyncSystemOneClient(BaseClient):
     """``SystemOneClient`` for ``openai.AsyncOpenAI``, ``anthropic.AsyncAnthropic`` or any object whose
-    ``create`` methods are coroutines. The questions of one call run concurrently, at most
-    ``max_concurrency`` at a time; answers come back keyed by question id, in insertion order."""
+    ``create`` methods are coroutines. The questions of a call run concurrently; at most
+    ``max_concurrency`` requests of the client are in flight at a time, across concurrent calls (as the
+    blocking client's one thread pool holds them); answers come back keyed by question id, in order."""
 
     def __init__(self, client: object, *, model: str, **options: Unpack[ClientOptions]) -> None:
         super().__init__(client, model=model, **options)
         # One GET /models per model; a lock per event loop, since a client may outlive asyncio.run().
         self._discovery: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+        # The requests in flight, shared by every call of the client (the upstream's slots are shared).
+        self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -43,7 +48,9 @@ class AsyncSystemOneClient(BaseClient):
         native = await self._natively(call)
         if native is not None:
             return native
-        gate = asyncio.Semaphore(call.options.max_concurrency)
+        gate = self._gates.setdefault(
+            asyncio.get_running_loop(), asyncio.Semaphore(self._options.max_concurrency)
+        )
         tasks = [asyncio.ensure_future(self._answer(call, qid, q, gate)) for qid, q in call.questions]
         try:
             answered = await asyncio.gather(*tasks)

@@ -447,6 +447,30 @@ def test_both_clients_run_a_calls_questions_concurrently_up_to_max_concurrency(
     assert list(blocking.answers) == list(awaited.answers) == list(questions)
 
 
+def test_concurrent_calls_of_one_async_client_share_its_max_concurrency(loopback: Any) -> None:
+    # Two calls of three questions each against max_concurrency=2: at most two requests in flight in all,
+    # as the blocking client's one pool holds them (the upstream's slots are shared by every call).
+    loopback.delay = 0.1
+    for _ in range(6):
+        loopback.reply("/chat/completions", 200, chat("A", [("A", -0.4), ("B", -1.1), ("C", -2.0)]))
+    client = AsyncSystemOneClient(
+        AsyncOpenAI(base_url=loopback.url, api_key="local", max_retries=0),
+        model="smollm2",
+        method="logprobs",
+        api="chat_completions",
+        max_concurrency=2,
+    )
+    questions: dict[str, Choice | Noul | Score] = {f"q{i}": INTENT for i in range(3)}
+
+    async def both() -> list[Any]:
+        calls = (client.system_one(state=STATE, questions=questions) for _ in range(2))
+        return list(await asyncio.gather(*calls))
+
+    answered = asyncio.run(both())
+    assert [len(r.answers) for r in answered] == [3, 3]
+    assert loopback.most_in_flight == 2
+
+
 def test_a_surface_that_stops_carrying_logprobs_moves_auto_to_json_even_after_a_success(
     loopback: Any,
 ) -> None:

@@ -1,0 +1,102 @@
+"""`python -m jevper.serve --upstream URL --model M [...]`: parse the options and serve until stopped.
+
+API keys may be given with --api-key or, to keep them out of the process list, in
+JEVPER_SERVE_API_KEYS (comma-separated); the upstream's key in JEVPER_UPSTREAM_API_KEY.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Iterator, Sequence
+
+from jevper.serve.config import DEFAULT_PORT, GatewayConfig
+
+KEYS_ENV, UPSTREAM_KEY_ENV = "JEVPER_SERVE_API_KEYS", "JEVPER_UPSTREAM_API_KEY"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m jevper.serve",
+        description="Serve POST /v1/systemone (TypeSafe's System One API) in front of any OpenAI-style "
+        "server: the questions are answered by jevper over the upstream's own surface.",
+    )
+    p.add_argument("--upstream", help="the upstream's base URL, ending in /v1 (or --spawn)")
+    p.add_argument("--model", help="the upstream's model id (with --spawn: the embedded model)")
+    p.add_argument("--api", default="auto", choices=("auto", "chat_completions", "responses", "messages"))
+    p.add_argument(
+        "--method", default="auto", choices=("auto", "logprobs", "grammar", "structured", "discrete")
+    )
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    p.add_argument("--api-key", action="append", default=[], help=f"a key clients must send (or ${KEYS_ENV})")
+    p.add_argument("--pool", type=int, default=4, help="upstream requests in flight at once (its slots)")
+    p.add_argument("--max-in-flight", type=int, default=32, help="requests at once; more get a 429")
+    p.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024, help="a larger body gets a 413")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per upstream request")
+    p.add_argument(
+        "--spawn", action="store_true", help="start the embedded llama.cpp (SmolLM2) behind it, --pool slots"
+    )
+    p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    return p
+
+
+@contextlib.contextmanager
+def _upstream(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
+    if not args.spawn:
+        if not args.upstream or not args.model:
+            raise SystemExit("python -m jevper.serve: --upstream and --model are required (or --spawn)")
+        yield args.upstream.rstrip("/"), args.model
+        return
+    from jevper.probe.servers.llamacpp import spawn_llamacpp
+
+    slots = ("--ctx-size", str(4096 * args.pool), "-np", str(args.pool), "--jinja")
+    with spawn_llamacpp(extra_args=slots) as server:
+        yield server.base_url, args.model or server.model
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        import uvicorn
+
+        from jevper.serve.app import create_app
+    except ImportError as exc:
+        print(
+            f"the gateway needs its extra ({exc.name} is missing): pip install 'jevper[serve]'",
+            file=sys.stderr,
+        )
+        return 2
+    keys = tuple(args.api_key) + tuple(k for k in os.environ.get(KEYS_ENV, "").split(",") if k)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    with _upstream(args) as (upstream, model):
+        config = GatewayConfig(
+            upstream=upstream,
+            model=model,
+            api=args.api,
+            method=args.method,
+            upstream_api_key=os.environ.get(UPSTREAM_KEY_ENV) or None,
+            api_keys=keys,
+            pool=args.pool,
+            max_in_flight=args.max_in_flight,
+            max_body_bytes=args.max_body_bytes,
+            timeout=args.timeout,
+        )
+        print(
+            f"jevper.serve: POST http://{args.host}:{args.port}/v1/systemone -> {model} at {upstream} "
+            f"({args.api}, pool {args.pool}, {len(keys)} key(s))",
+            file=sys.stderr,
+            flush=True,
+        )
+        # Uvicorn drains the requests in flight on SIGTERM or Ctrl-C, for as long as one may take.
+        uvicorn.run(
+            create_app(config),
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level,
+            timeout_graceful_shutdown=int(args.timeout) + 5,
+        )
+    return 0

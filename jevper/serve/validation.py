@@ -1,0 +1,105 @@
+"""A System One request, validated as the API defines it; every problem named by where it sits.
+
+A problem is one entry of a 422's ``detail`` list, in the shape System One clients read:
+``{"loc": ["body", "questions", "q", "criteria"], "msg": "...", "type": "value_error"}``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jevper import InvalidQuestionError
+from jevper.questions import MAX_CHOICE_OPTIONS, MAX_SCORE_LEVELS, MIN_SCORE_LEVELS, Question, as_question
+
+TYPES = ("choice", "noul", "score")
+
+
+@dataclass(frozen=True)
+class Problem:
+    loc: tuple[str | int, ...]
+    msg: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"loc": ["body", *self.loc], "msg": self.msg, "type": "value_error"}
+
+
+class Invalid(ValueError):
+    """A request the API refuses; ``problems`` name each field and what to change."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__("; ".join(f"{'.'.join(map(str, p.loc)) or 'body'}: {p.msg}" for p in problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class Asked:
+    state: Any
+    questions: dict[str, Question]
+    images: bool  # the request carries images, which no upstream here reads
+
+
+def parse(raw: bytes) -> Asked:
+    """The request's state and questions, or Invalid listing every problem found."""
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise Invalid([Problem((), f"expected a JSON object, got a body that is not JSON ({exc})")]) from None
+    if not isinstance(body, Mapping):
+        raise Invalid([Problem((), f"expected a JSON object, got {type(body).__name__}")])
+    problems: list[Problem] = []
+    if "state" not in body or body["state"] is None:
+        problems.append(Problem(("state",), "field required: the text (or JSON value) to answer about"))
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        problems.append(Problem(("model",), f"expected a string, got {type(model).__name__}"))
+    questions = body.get("questions")
+    if not isinstance(questions, Mapping) or not questions:
+        shown = "an empty object" if isinstance(questions, Mapping) else type(questions).__name__
+        problems.append(
+            Problem(("questions",), f"expected an object of 1 or more questions by id, got {shown}")
+        )
+        questions = {}
+    for qid, question in questions.items():
+        problems += _question(str(qid), question)
+    if problems:
+        raise Invalid(problems)
+    parsed: dict[str, Question] = {}
+    for qid, question in questions.items():
+        try:
+            parsed[str(qid)] = as_question(str(qid), question)
+        except InvalidQuestionError as exc:
+            problems.append(Problem(("questions", str(qid)), str(exc)))
+    if problems:
+        raise Invalid(problems)
+    return Asked(body["state"], parsed, bool(body.get("images")))
+
+
+def _question(qid: str, question: object) -> list[Problem]:
+    at: tuple[str | int, ...] = ("questions", qid)
+    if not isinstance(question, Mapping):
+        return [Problem(at, f"expected an object with a type, got {type(question).__name__}")]
+    kind = question.get("type")
+    if kind not in TYPES:
+        return [Problem((*at, "type"), f"expected one of {list(TYPES)}, got {kind!r}")]
+    criteria = question.get("criteria")
+    where = (*at, "criteria")
+    if kind == "choice":
+        if not isinstance(criteria, Mapping) or not 1 <= len(criteria) <= MAX_CHOICE_OPTIONS:
+            count = len(criteria) if isinstance(criteria, Mapping) else type(criteria).__name__
+            return [Problem(where, f"expected an object of 1 to {MAX_CHOICE_OPTIONS} options, got {count}")]
+    elif kind == "score":
+        if not isinstance(criteria, list) or not MIN_SCORE_LEVELS <= len(criteria) <= MAX_SCORE_LEVELS:
+            count = len(criteria) if isinstance(criteria, list) else type(criteria).__name__
+            return [
+                Problem(
+                    where,
+                    f"expected a list of {MIN_SCORE_LEVELS} to {MAX_SCORE_LEVELS} levels, lowest first, "
+                    f"got {count}",
+                )
+            ]
+    elif criteria is not None and (not isinstance(criteria, Mapping) or set(criteria) - {"true", "false"}):
+        return [Problem(where, "expected an object with the keys true and false, or no criteria")]
+    return []

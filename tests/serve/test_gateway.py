@@ -1,0 +1,265 @@
+"""The gateway offline: the Starlette app in front of the fault server (healthy or faulty upstream).
+
+Every check happens before the upstream is asked: the key (401), the requests in flight (429), the
+body's size (413), the body (422, naming the field). Only the upstream's failures are 5xx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from starlette.testclient import TestClient
+
+from jevper.serve import GatewayConfig, create_app
+from jevper.testing.faults import FaultServer, running
+
+KEY = "sk-gateway-test-3f9a"
+STATE = "I was charged twice for the same subscription this month."
+QUESTIONS: dict[str, Any] = {
+    "topic": {
+        "type": "choice",
+        "instructions": "Which team?",
+        "criteria": {"billing": None, "shipping": "parcels", "technical": "bugs"},
+    },
+    "refund": {"type": "noul", "instructions": "Money back?", "criteria": {"true": "yes", "false": "no"}},
+    "urgency": {
+        "type": "score",
+        "instructions": "How urgent?",
+        "criteria": ["can wait", "this week", "today"],
+    },
+}
+VALID = {"model": "jev-latest", "state": STATE, "questions": QUESTIONS}
+AUTH = {"authorization": f"Bearer {KEY}"}
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[FaultServer]:
+    with running(model="smollm2") as server:
+        yield server
+
+
+def gateway(upstream_url: str, **settings: Any) -> TestClient:
+    config = GatewayConfig(
+        upstream=upstream_url, model="smollm2", api="chat_completions", api_keys=(KEY,), **settings
+    )
+    return TestClient(create_app(config), raise_server_exceptions=True)
+
+
+@pytest.fixture
+def app(upstream: FaultServer) -> Iterator[TestClient]:
+    with gateway(upstream.base_url()) as client:
+        yield client
+
+
+def test_every_question_type_is_answered_in_the_apis_shape(app: TestClient) -> None:
+    reply = app.post("/v1/systemone", json=VALID, headers=AUTH)
+    assert reply.status_code == 200, reply.text
+    body = reply.json()
+    assert body["model"] == "smollm2"
+    assert list(body["answers"]) == list(QUESTIONS)
+    assert {a["type"] for a in body["answers"].values()} == {"choice", "noul", "score"}
+    topic = body["answers"]["topic"]
+    assert set(topic["probabilities"]) == {"billing", "shipping", "technical"}
+    assert sum(topic["probabilities"].values()) == pytest.approx(1.0)
+    assert body["answers"]["urgency"]["legend"] == {"0": "can wait", "1": "this week", "2": "today"}
+    assert set(body["usage"]) == {"input_tokens", "output_tokens"}
+
+
+def test_an_api_key_is_taken_as_a_bearer_token_or_x_api_key(app: TestClient) -> None:
+    assert app.post("/v1/systemone", json=VALID, headers={"x-api-key": KEY}).status_code == 200
+
+
+@pytest.mark.parametrize("headers", [{}, {"authorization": "Bearer wrong"}, {"x-api-key": KEY[:-1]}])
+def test_a_missing_or_wrong_key_is_a_401_authentication_error(
+    app: TestClient, headers: dict[str, str]
+) -> None:
+    reply = app.post("/v1/systemone", json=VALID, headers=headers)
+    assert reply.status_code == 401
+    error = reply.json()["error"]
+    assert error["type"] == "authentication_error"
+    assert "Authorization: Bearer" in error["message"]
+    assert KEY not in reply.text
+
+
+def test_a_gateway_without_keys_asks_for_none(upstream: FaultServer) -> None:
+    with TestClient(create_app(GatewayConfig(upstream=upstream.base_url(), model="smollm2"))) as client:
+        assert client.post("/v1/systemone", json=VALID).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "loc", "words"),
+    [
+        ({"state": STATE, "questions": {}}, ["body", "questions"], "1 or more questions"),
+        ({"questions": QUESTIONS}, ["body", "state"], "field required"),
+        (
+            {"state": STATE, "questions": {"q": {"type": "rank"}}},
+            ["body", "questions", "q", "type"],
+            "one of",
+        ),
+        (
+            {"state": STATE, "questions": {"q": {"type": "choice", "criteria": {}}}},
+            ["body", "questions", "q", "criteria"],
+            "1 to 255 options, got 0",
+        ),
+        (
+            {
+                "state": STATE,
+                "questions": {"q": {"type": "choice", "criteria": {f"o{i}": None for i in range(256)}}},
+            },
+            ["body", "questions", "q", "criteria"],
+            "got 256",
+        ),
+        (
+            {"state": STATE, "questions": {"q": {"type": "score", "criteria": ["only"]}}},
+            ["body", "questions", "q", "criteria"],
+            "2 to 10 levels",
+        ),
+        (
+            {"state": STATE, "questions": {"q": {"type": "score", "criteria": [str(i) for i in range(11)]}}},
+            ["body", "questions", "q", "criteria"],
+            "got 11",
+        ),
+        (
+            {
+                "state": STATE,
+                "questions": {"q": {"type": "noul", "instructions": "x?", "criteria": {"maybe": ""}}},
+            },
+            ["body", "questions", "q", "criteria"],
+            "true and false",
+        ),
+        (
+            {"state": STATE, "questions": {"q": {"type": "score", "criteria": {"0": "a"}}}},
+            ["body", "questions", "q", "criteria"],
+            "a list",
+        ),
+        ({"state": STATE, "model": 7, "questions": QUESTIONS}, ["body", "model"], "a string"),
+        ({"state": "x\udcff", "questions": QUESTIONS}, ["body"], "state"),
+    ],
+)
+def test_an_invalid_request_is_a_422_whose_detail_names_the_field(
+    app: TestClient, body: dict[str, Any], loc: list[Any], words: str
+) -> None:
+    raw = json.dumps(body).encode()  # a lone surrogate travels as a \\udcff escape
+    reply = app.post("/v1/systemone", content=raw, headers={**AUTH, "content-type": "application/json"})
+    assert reply.status_code == 422, reply.text
+    detail = reply.json()["detail"]
+    assert any(d["loc"] == loc and words in d["msg"] for d in detail), detail
+
+
+@pytest.mark.parametrize("raw", [b"not json", b"[1, 2]", b'"a string"', b""])
+def test_a_body_that_is_not_a_json_object_is_a_422(app: TestClient, raw: bytes) -> None:
+    reply = app.post("/v1/systemone", content=raw, headers=AUTH)
+    assert reply.status_code == 422
+    assert reply.json()["detail"][0]["loc"] == ["body"]
+
+
+def test_a_body_over_the_cap_is_a_413_naming_the_cap_whether_declared_or_streamed(
+    upstream: FaultServer,
+) -> None:
+    with gateway(upstream.base_url(), max_body_bytes=1000) as client:
+        declared = client.post("/v1/systemone", content=b"x" * 5000, headers=AUTH)
+        streamed = client.post("/v1/systemone", content=iter([b"x" * 600, b"x" * 600]), headers=AUTH)
+    for reply in (declared, streamed):
+        assert reply.status_code == 413
+        assert "at most 1000 bytes" in reply.json()["error"]["message"]
+        assert "--max-body-bytes" in reply.json()["error"]["message"]
+
+
+def test_the_requests_past_the_in_flight_limit_get_429_with_retry_after(upstream: FaultServer) -> None:
+    async def burst() -> list[httpx.Response]:
+        config = GatewayConfig(
+            upstream=upstream.base_url("slow-drip"), model="smollm2", api="chat_completions", max_in_flight=2
+        )
+        transport = httpx.ASGITransport(app=create_app(config))
+        async with httpx.AsyncClient(transport=transport, base_url="http://gateway", timeout=30) as client:
+            one = {"state": STATE, "questions": {"topic": QUESTIONS["topic"]}}
+            return list(await asyncio.gather(*(client.post("/v1/systemone", json=one) for _ in range(5))))
+
+    replies = asyncio.run(burst())
+    statuses = sorted(r.status_code for r in replies)
+    assert statuses.count(429) == 3, statuses
+    busy = next(r for r in replies if r.status_code == 429)
+    assert busy.headers["retry-after"] == "1"
+    assert busy.json()["error"]["type"] == "rate_limit_error"
+
+
+@pytest.mark.parametrize("fault", ["502-retry-after", "html-500", "connection-reset", "crash"])
+def test_an_upstream_failure_is_a_502_that_says_so(fault: str) -> None:
+    with running(model="smollm2") as failing, gateway(failing.base_url(fault), timeout=5) as client:
+        reply = client.post("/v1/systemone", json=VALID, headers=AUTH)
+    assert reply.status_code == 502, reply.text
+    assert reply.json()["error"]["type"] == "upstream_error"
+
+
+def test_an_upstream_that_hangs_is_a_504_within_the_timeout(upstream: FaultServer) -> None:
+    with gateway(upstream.base_url("hang-no-bytes"), timeout=1.0) as client:
+        reply = client.post(
+            "/v1/systemone", json={"state": STATE, "questions": {"t": QUESTIONS["topic"]}}, headers=AUTH
+        )
+    assert reply.status_code == 504
+    assert "--timeout" in reply.json()["error"]["message"]
+
+
+def test_images_are_refused_as_not_supported_not_as_an_error_of_the_server(app: TestClient) -> None:
+    reply = app.post("/v1/systemone", json={**VALID, "images": ["data:image/png;base64,AAAA"]}, headers=AUTH)
+    assert reply.status_code == 501
+    assert reply.json()["error"]["type"] == "not_supported_error"
+
+
+def test_the_model_list_marks_the_served_model_as_a_decision_model_in_both_shapes(app: TestClient) -> None:
+    body = app.get("/v1/models", headers=AUTH).json()
+    assert body["data"][0]["id"] == "smollm2"
+    assert body["data"][0]["architecture"]["output_modalities"] == ["decisions"]
+    assert body["models"][0]["name"] == "smollm2"
+    assert app.get("/v1/models").status_code == 401
+
+
+def test_health_answers_without_a_key_and_an_unknown_route_is_a_json_404(app: TestClient) -> None:
+    assert app.get("/health").json()["status"] == "ok"
+    missing = app.post("/v1/chat/completions", json={}, headers=AUTH)
+    assert missing.status_code == 404 and missing.json()["error"]["type"] == "not_found_error"
+    wrong = app.get("/v1/systemone", headers=AUTH)
+    assert wrong.status_code == 405
+
+
+def test_nothing_of_a_key_reaches_the_log(app: TestClient, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG):
+        app.post("/v1/systemone", json=VALID, headers=AUTH)
+        app.post("/v1/systemone", json=VALID, headers={"authorization": "Bearer sk-wrong-key-in-log"})
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "POST /v1/systemone 200" in logged
+    assert KEY not in logged and "sk-wrong-key-in-log" not in logged
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    body=st.one_of(
+        JSON,
+        st.fixed_dictionaries({"state": JSON, "questions": JSON}),
+        st.fixed_dictionaries(
+            {
+                "state": st.text(max_size=20),
+                "questions": st.dictionaries(st.text(max_size=4), JSON, max_size=3),
+            }
+        ),
+    )
+)
+def test_a_bad_request_never_gets_a_5xx(app: TestClient, body: Any) -> None:
+    reply = app.post("/v1/systemone", content=json.dumps(body).encode(), headers=AUTH)
+    assert reply.status_code < 500 or reply.status_code == 501, (body, reply.text)
+    assert reply.status_code in (200, 422, 501), (body, reply.status_code, reply.text)
