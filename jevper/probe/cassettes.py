@@ -33,8 +33,10 @@ def prune(value: Any) -> Any:
     """A copy of a parsed JSON body without the fields that change on every call."""
     if isinstance(value, dict):
         out: dict[str, Any] = {}
+        # A model list's ids are what it says, not noise (its creation time still changes every start).
+        noise = _NOISE_KEYS - {"id"} if value.get("object") == "model" else _NOISE_KEYS
         for key, item in value.items():
-            if key in _NOISE_KEYS:
+            if key in noise:
                 continue
             if key == "timings" and isinstance(item, dict):
                 out[key] = {k: v for k, v in item.items() if k in _KEPT_TIMINGS}

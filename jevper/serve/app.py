@@ -60,6 +60,7 @@ def upstream_client(config: GatewayConfig) -> AsyncSystemOneClient:
         model=config.model,
         api=config.api,
         method=config.method,
+        extra_body=config.extra_body,
         max_concurrency=config.pool,
         timeout=config.timeout,
     )

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import sys
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from jevper.serve.config import DEFAULT_PORT, GatewayConfig
 
@@ -30,6 +32,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--method", default="auto", choices=("auto", "logprobs", "grammar", "structured", "discrete")
     )
+    p.add_argument(
+        "--extra-body",
+        type=_json_object,
+        default={},
+        metavar="JSON",
+        help="merged into every upstream request as given: the upstream's own switches, "
+        'e.g. \'{"chat_template_kwargs": {"enable_thinking": false}}\'',
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=DEFAULT_PORT)
     p.add_argument("--api-key", action="append", default=[], help=f"a key clients must send (or ${KEYS_ENV})")
@@ -42,6 +52,16 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     return p
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r} ({exc})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {type(value).__name__}")
+    return value
 
 
 @contextlib.contextmanager
@@ -78,6 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             model=model,
             api=args.api,
             method=args.method,
+            extra_body=args.extra_body,
             upstream_api_key=os.environ.get(UPSTREAM_KEY_ENV) or None,
             api_keys=keys,
             pool=args.pool,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 DEFAULT_PORT = 8090
 
@@ -13,6 +15,8 @@ class GatewayConfig:
     model: str  # the upstream's model id; every answer says it answered as this model
     api: str = "auto"  # the upstream surface: auto, chat_completions, responses or messages
     method: str = "auto"
+    #: Merged into every upstream request as given: the upstream's own switches (thinking off, budgets).
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
     upstream_api_key: str | None = None
     #: Keys a client must send (Authorization: Bearer, or x-api-key); none: no key is asked for.
     api_keys: tuple[str, ...] = field(default=(), repr=False)

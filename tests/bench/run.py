@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import bench_cache
 import bench_client
+import bench_gateway
 import bench_probe
 import bench_suite
 import bench_throughput
@@ -25,6 +26,7 @@ BENCHES: dict[str, Callable[[], Section]] = {
     "cache": bench_cache.run,
     "probe": bench_probe.run,
     "suite": bench_suite.run,
+    "gateway": bench_gateway.run,
 }
 
 

@@ -125,6 +125,7 @@ def test_presets_carry_the_catalogue_base_urls_and_thinking_off_fields() -> None
         "lmstudio": "http://127.0.0.1:1234/v1",
         "callo": "http://127.0.0.1:8180/v1",
         "laya": "http://127.0.0.1:8000/v1",
+        "jevper": "http://127.0.0.1:8090/v1",
     }
     ollama = get_preset("ollama").thinking_off
     assert ollama["chat_completions"] == {"reasoning_effort": "none"}

@@ -83,3 +83,10 @@ def test_the_recorded_command_keeps_no_machine_path_and_no_key() -> None:
     )
     # A relative path says nothing about the machine and stays as typed.
     assert command_line(["--out", "artifacts/demo"], None).endswith("--out artifacts/demo")
+
+
+def test_a_model_list_keeps_its_ids_where_an_answer_loses_its_own() -> None:
+    listed = {"object": "list", "data": [{"id": "smollm2", "object": "model", "created": 1}]}
+    answer = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "choices": []}
+    assert prune(listed) == {"object": "list", "data": [{"id": "smollm2", "object": "model"}]}
+    assert prune(answer) == {"object": "chat.completion", "choices": []}

@@ -263,3 +263,48 @@ def test_a_bad_request_never_gets_a_5xx(app: TestClient, body: Any) -> None:
     reply = app.post("/v1/systemone", content=json.dumps(body).encode(), headers=AUTH)
     assert reply.status_code < 500 or reply.status_code == 501, (body, reply.text)
     assert reply.status_code in (200, 422, 501), (body, reply.status_code, reply.text)
+
+
+def test_the_extra_body_reaches_every_upstream_request_as_given(upstream: FaultServer) -> None:
+    from jevper.testing.script import Script
+
+    script = Script()
+    with running(script=script, model="smollm2") as scripted:
+        label = {
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": "A"},
+                    "logprobs": {
+                        "content": [
+                            {
+                                "token": "A",
+                                "logprob": -0.1,
+                                "top_logprobs": [
+                                    {"token": "A", "logprob": -0.1},
+                                    {"token": "B", "logprob": -2.5},
+                                ],
+                            }
+                        ]
+                    },
+                }
+            ]
+        }
+        script.reply("/chat/completions", 200, label)
+        switch = {"chat_template_kwargs": {"enable_thinking": False}}
+        with gateway(scripted.base_url(), method="logprobs", extra_body=switch) as client:
+            one = {"state": STATE, "questions": {"q": {"type": "noul", "instructions": "Angry?"}}}
+            assert client.post("/v1/systemone", json=one, headers=AUTH).status_code == 200
+    assert script.bodies("/chat/completions")[0]["chat_template_kwargs"] == {"enable_thinking": False}
+
+
+def test_the_command_line_takes_an_extra_body_object_and_refuses_anything_else(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from jevper.serve.cli import parser
+
+    assert parser().parse_args(["--extra-body", '{"a": 1}']).extra_body == {"a": 1}
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--extra-body", "[1]"])
+    assert "expected a JSON object, got list" in capsys.readouterr().err
