@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,10 +49,28 @@ def prune(value: Any) -> Any:
     return value
 
 
+def machine_paths() -> tuple[tuple[str, str], ...]:
+    """This machine's own folders and what a recording says in their place, longest first: a server
+    that names a file (vLLM's model list names its model folder) must not name where it lives here."""
+    here = Path(__file__).resolve().parents[2]
+    named = {
+        str(here): "<repo>",
+        str(Path(tempfile.gettempdir()).resolve()): "<tmp>",
+        str(Path.home()): "<home>",
+    }
+    kept = ((path, shown) for path, shown in named.items() if len(path) > 1)
+    return tuple(sorted(kept, key=lambda pair: -len(pair[0])))
+
+
+_MACHINE_PATHS = machine_paths()
+
+
 def _scrub(text: str, secrets: Sequence[str]) -> str:
     for secret in secrets:
         if secret:
             text = text.replace(secret, REDACTED)
+    for path, shown in _MACHINE_PATHS:
+        text = text.replace(path, shown)
     return text
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from vcr.request import Request
 
@@ -90,3 +91,12 @@ def test_a_model_list_keeps_its_ids_where_an_answer_loses_its_own() -> None:
     answer = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "choices": []}
     assert prune(listed) == {"object": "list", "data": [{"id": "smollm2", "object": "model"}]}
     assert prune(answer) == {"object": "chat.completion", "choices": []}
+
+
+def test_a_path_of_this_machine_in_a_body_is_recorded_as_a_placeholder() -> None:
+    home = str(Path.home())
+    listed = {"id": "smollm2", "object": "model", "root": f"{home}/.cache/jevper/vllm/m"}
+    body = json.dumps({"data": [listed]})
+    recorded = response_hook([])({"status": {"code": 200}, "headers": {}, "body": {"string": body.encode()}})
+    text = recorded["body"]["string"].decode()
+    assert home not in text and '"root": "<home>/.cache/jevper/vllm/m"' in text

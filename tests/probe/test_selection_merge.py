@@ -6,6 +6,7 @@ Offline: a copy of the committed llama.cpp recording in tmp_path, probed through
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections.abc import Iterator
@@ -41,11 +42,27 @@ def snapshot(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+def first_run(to: Path) -> Path:
+    """A copy of the committed recording as its first run left it (the 45 canonical probes): the probes
+    and the record of runs merged in since are taken out, so each test starts from one whole run."""
+    shutil.copytree(COMMITTED.fixture_dir(KEY), to)
+    index = load_results(to / "results.json")
+    later = {probe_id for update in index.updates for probe_id in update.probes}
+    for probe_id in later:
+        (to / f"{probe_id}.yaml").unlink()
+    kept = tuple(p for p in index.probes if p.id not in later)
+    save_results(dataclasses.replace(index, probes=kept, updates=()), to / "results.json")
+    provenance = on_disk(to / "provenance.json")
+    provenance.pop("updates", None)
+    (to / "provenance.json").write_text(json.dumps(provenance, indent=2, ensure_ascii=False) + "\n")
+    return to
+
+
 @pytest.fixture
 def out(tmp_path: Path) -> Path:
     """An --out folder holding a copy of the committed 45-probe recording."""
     folder = tmp_path / "out"
-    shutil.copytree(COMMITTED.fixture_dir(KEY), folder / "fixtures" / KEY)
+    first_run(folder / "fixtures" / KEY)
     (folder / "results").mkdir()
     (folder / "fixtures" / KEY / "results.json").rename(folder / "results" / f"{KEY}.json")
     return folder
@@ -221,7 +238,7 @@ def test_the_merge_works_the_same_with_the_index_inside_the_fixture_folder(
     tmp_path: Path, server: FaultServer
 ) -> None:
     layout = Layout.repository(tmp_path)
-    shutil.copytree(COMMITTED.fixture_dir(KEY), layout.fixture_dir(KEY))
+    first_run(layout.fixture_dir(KEY))
     before = snapshot(layout.fixture_dir(KEY))
     preset = get_preset("llamacpp").with_overrides(base_url=server.base_url(), model="smollm2")
     target = Target(preset=preset, release="b10434", model_name="fault server", command="merge test")
@@ -259,7 +276,8 @@ def test_a_provenance_written_by_the_older_merge_keeps_its_re_run_probes_named(
 
 
 def test_an_index_made_by_a_single_run_is_written_back_byte_identical(tmp_path: Path) -> None:
-    committed = COMMITTED.results_path(KEY)
+    # A committed recording made by one run (callo's, recorded whole).
+    committed = COMMITTED.results_path("callo-0.3.1")
     save_results(load_results(committed), tmp_path / "results.json")
     assert (tmp_path / "results.json").read_bytes() == committed.read_bytes()
     assert "updates" not in json.loads(committed.read_text())
@@ -291,7 +309,7 @@ def test_an_only_run_into_a_fixture_folder_without_its_index_keeps_every_file_it
 ) -> None:
     # A repository-layout folder copied into an --out folder: its results.json is not where --out looks.
     out = tmp_path / "out"
-    shutil.copytree(COMMITTED.fixture_dir(KEY), out / "fixtures" / KEY)
+    first_run(out / "fixtures" / KEY)
     before = snapshot(out / "fixtures" / KEY)
 
     assert probe_into(out, server.base_url(), *RERUN) == cli.EXIT_OK

@@ -52,7 +52,7 @@ def recorded_bodies() -> list[tuple[str, str, dict[str, Any]]]:
             body = json.loads(text) if isinstance(text, str) else text
         except ValueError:
             return
-        if surface is not None and status == 200 and isinstance(body, dict):
+        if surface in PROMPT_SURFACES and status == 200 and isinstance(body, dict):
             found.append((source, surface, body))
 
     for path in sorted((FIXTURES / "providers").glob("*/*.yaml")):
