@@ -82,6 +82,11 @@ def entry(token: str, logprob: float, top: tuple[tuple[str, float], ...] = ()) -
     }
 
 
+def chat_label() -> dict[str, Any]:
+    """The healthy Chat Completions answer (label A, its alternatives), for a scripted server to queue."""
+    return Answer("chat_completions", {"logprobs": True}, "m").body()
+
+
 def healthy_entries() -> list[dict[str, Any]]:
     token, logprob = HEALTHY_LOGPROBS[0]
     return [entry(token, logprob, HEALTHY_LOGPROBS)]

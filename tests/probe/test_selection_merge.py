@@ -6,10 +6,8 @@ Offline: a copy of the committed llama.cpp recording in tmp_path, probed through
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,8 @@ from jevper.probe.reports import generate
 from jevper.probe.runner import cassette_path
 from jevper.probe.session import Target, record
 from jevper.testing.faults import FaultServer, running
+
+FirstRun = Callable[[str, Path], Path]
 
 CATALOGUE = load_catalogue()
 COMMITTED = Layout.repository()
@@ -42,27 +42,11 @@ def snapshot(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def first_run(to: Path) -> Path:
-    """A copy of the committed recording as its first run left it (the 45 canonical probes): the probes
-    and the record of runs merged in since are taken out, so each test starts from one whole run."""
-    shutil.copytree(COMMITTED.fixture_dir(KEY), to)
-    index = load_results(to / "results.json")
-    later = {probe_id for update in index.updates for probe_id in update.probes}
-    for probe_id in later:
-        (to / f"{probe_id}.yaml").unlink()
-    kept = tuple(p for p in index.probes if p.id not in later)
-    save_results(dataclasses.replace(index, probes=kept, updates=()), to / "results.json")
-    provenance = on_disk(to / "provenance.json")
-    provenance.pop("updates", None)
-    (to / "provenance.json").write_text(json.dumps(provenance, indent=2, ensure_ascii=False) + "\n")
-    return to
-
-
 @pytest.fixture
-def out(tmp_path: Path) -> Path:
+def out(tmp_path: Path, first_run: FirstRun) -> Path:
     """An --out folder holding a copy of the committed 45-probe recording."""
     folder = tmp_path / "out"
-    first_run(folder / "fixtures" / KEY)
+    first_run(KEY, folder / "fixtures" / KEY)
     (folder / "results").mkdir()
     (folder / "fixtures" / KEY / "results.json").rename(folder / "results" / f"{KEY}.json")
     return folder
@@ -235,10 +219,10 @@ def test_a_probe_missing_from_the_recording_is_added_by_an_only_run(out: Path, s
 
 
 def test_the_merge_works_the_same_with_the_index_inside_the_fixture_folder(
-    tmp_path: Path, server: FaultServer
+    tmp_path: Path, server: FaultServer, first_run: FirstRun
 ) -> None:
     layout = Layout.repository(tmp_path)
-    first_run(layout.fixture_dir(KEY))
+    first_run(KEY, layout.fixture_dir(KEY))
     before = snapshot(layout.fixture_dir(KEY))
     preset = get_preset("llamacpp").with_overrides(base_url=server.base_url(), model="smollm2")
     target = Target(preset=preset, release="b10434", model_name="fault server", command="merge test")
@@ -305,11 +289,11 @@ def test_an_only_run_of_an_upgraded_server_is_a_recording_of_its_own_and_is_diff
 
 
 def test_an_only_run_into_a_fixture_folder_without_its_index_keeps_every_file_it_did_not_answer(
-    tmp_path: Path, server: FaultServer
+    tmp_path: Path, server: FaultServer, first_run: FirstRun
 ) -> None:
     # A repository-layout folder copied into an --out folder: its results.json is not where --out looks.
     out = tmp_path / "out"
-    first_run(out / "fixtures" / KEY)
+    first_run(KEY, out / "fixtures" / KEY)
     before = snapshot(out / "fixtures" / KEY)
 
     assert probe_into(out, server.base_url(), *RERUN) == cli.EXIT_OK

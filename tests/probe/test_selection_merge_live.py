@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,9 +19,11 @@ KEY = f"llamacpp-{DEFAULT_RELEASE}"
 RERUN = ("chat-bad-path", "chat-logprobs")
 
 
-def test_re_probing_two_probes_of_the_embedded_server_merges_them_and_names_the_run(tmp_path: Path) -> None:
+def test_re_probing_two_probes_of_the_embedded_server_merges_them_and_names_the_run(
+    tmp_path: Path, first_run: Callable[[str, Path], Path]
+) -> None:
     out = tmp_path / "out"
-    shutil.copytree(COMMITTED.fixture_dir(KEY), out / "fixtures" / KEY)
+    first_run(KEY, out / "fixtures" / KEY)
     (out / "results").mkdir()
     (out / "fixtures" / KEY / "results.json").rename(out / "results" / f"{KEY}.json")
     folder = out / "fixtures" / KEY

@@ -11,28 +11,12 @@ from openai import AsyncOpenAI, OpenAI
 
 from jevper import AsyncSystemOneClient, Choice, ProviderError, SystemOneClient
 from jevper._transport import JITTER, retry_delay, should_retry
+from jevper.testing.bodies import chat_label
 from jevper.testing.faults import running
-from jevper.testing.script import Script
+from jevper.testing.script import Request, Script
 
 INTENT = Choice(criteria={"billing": "money", "technical": "errors"})
-LABEL = {
-    "choices": [
-        {
-            "index": 0,
-            "finish_reason": "stop",
-            "message": {"role": "assistant", "content": "A"},
-            "logprobs": {
-                "content": [
-                    {
-                        "token": "A",
-                        "logprob": -0.1,
-                        "top_logprobs": [{"token": "A", "logprob": -0.1}, {"token": "B", "logprob": -2.4}],
-                    }
-                ]
-            },
-        }
-    ]
-}
+LABEL = chat_label()
 REFUSAL = {"error": {"message": "Field 'top_logprobs': must be an integer", "type": "invalid_request_error"}}
 
 
@@ -95,7 +79,9 @@ def test_eight_questions_meeting_the_same_429_come_back_at_spread_instants(
     script: tuple[Script, str],
 ) -> None:
     state, url = script
-    questions = {f"q{i}": INTENT for i in range(8)}
+    questions = {
+        f"q{i}": Choice(criteria=INTENT.criteria, instructions=f"Case {i}: which team?") for i in range(8)
+    }
     for _ in questions:
         state.reply("/chat/completions", 429, {"error": {"message": "busy"}}, headers=[("retry-after", "1")])
     for _ in questions:
@@ -104,8 +90,13 @@ def test_eight_questions_meeting_the_same_429_come_back_at_spread_instants(
     assert len(response.answers) == 8
     first, retries = state.requests[:8], state.requests[8:]
     assert len(retries) == 8
-    # Never sooner than asked: every retry comes at least the Retry-After after the refusals.
-    assert min(r.received_at for r in retries) - max(r.received_at for r in first) >= 0.95
+
+    def case(request: Request) -> bytes:
+        return next(f"Case {i}:".encode() for i in range(8) if f"Case {i}:".encode() in request.body)
+
+    # Never sooner than asked: each question's retry comes at least the Retry-After after its refusal.
+    refused_at = {case(r): r.received_at for r in first}
+    assert all(r.received_at - refused_at[case(r)] >= 0.95 for r in retries)
     # Without jitter all eight came back within a few milliseconds of each other (and met the 429 again).
     spread = max(r.received_at for r in retries) - min(r.received_at for r in retries)
     assert spread >= 0.05, f"the eight retries came within {spread * 1000:.0f} ms"

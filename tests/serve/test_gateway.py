@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from jevper.serve import GatewayConfig, create_app
+from jevper.testing.bodies import chat_label
 from jevper.testing.faults import FaultServer, running
 
 KEY = "sk-gateway-test-3f9a"
@@ -270,28 +271,7 @@ def test_the_extra_body_reaches_every_upstream_request_as_given(upstream: FaultS
 
     script = Script()
     with running(script=script, model="smollm2") as scripted:
-        label = {
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "stop",
-                    "message": {"role": "assistant", "content": "A"},
-                    "logprobs": {
-                        "content": [
-                            {
-                                "token": "A",
-                                "logprob": -0.1,
-                                "top_logprobs": [
-                                    {"token": "A", "logprob": -0.1},
-                                    {"token": "B", "logprob": -2.5},
-                                ],
-                            }
-                        ]
-                    },
-                }
-            ]
-        }
-        script.reply("/chat/completions", 200, label)
+        script.reply("/chat/completions", 200, chat_label())
         switch = {"chat_template_kwargs": {"enable_thinking": False}}
         with gateway(scripted.base_url(), method="logprobs", extra_body=switch) as client:
             one = {"state": STATE, "questions": {"q": {"type": "noul", "instructions": "Angry?"}}}

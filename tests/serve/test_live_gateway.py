@@ -168,6 +168,7 @@ def test_sigterm_drains_the_request_in_flight_before_the_gateway_stops() -> None
             reply: Any = asyncio.run(ask_then_stop())
             assert reply.status_code == 200, reply.text
             assert list(reply.json()["answers"]) == list(questions)
-            assert gateway.wait(timeout=30) == 0
+            # Uvicorn answers what is in flight, then ends by the signal it was sent (its exit status).
+            assert gateway.wait(timeout=30) in (0, -signal.SIGTERM)
         finally:
             gateway.kill()
