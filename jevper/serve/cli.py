@@ -118,6 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             host=args.host,
             port=args.port,
             log_level=args.log_level,
+            # The gateway logs each request itself (route, status, time; never a header).
+            access_log=False,
             timeout_graceful_shutdown=int(args.timeout) + 5,
         )
     return 0

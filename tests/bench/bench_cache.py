@@ -16,7 +16,7 @@ import httpx2
 from _report import Figure, Section, load_average
 
 from jevper import Choice, Example, SystemOneClient
-from jevper.probe.servers.llamacpp import RECIPE_ARGS, spawn_llamacpp
+from jevper.probe.servers.llamacpp import DEFAULT_RELEASE, RECIPE_ARGS, spawn_llamacpp
 
 TARGET = 0.98
 QUESTION = {
@@ -166,7 +166,7 @@ def run() -> Section:
         figures=figures,
         table=rows,
         notes=[
-            "llama-server b10434 (`--ctx-size 4096 -np 1 --jinja`): one slot, so the second call of "
+            f"llama.cpp {DEFAULT_RELEASE} (`--ctx-size 4096 -np 1 --jinja`): one slot, so the second call of "
             "each pair is matched against exactly the first call's prompt. The first row is two "
             "`system_one` calls "
             "(two worked examples, one Choice, `method='grammar'`, `max_tokens: 1`) whose states differ "

@@ -1,4 +1,4 @@
-"""Probe-run time: the 45 live probes against the embedded server, wall time against the server's own.
+"""Probe-run time: the whole catalogue live against the embedded server, wall time against the server's own.
 
 The harness runs exactly as ``python -m jevper.probe --server llamacpp --spawn`` would, into a scratch
 folder. Every request is timed where it leaves and re-enters the process (httpx's transport), and the
@@ -24,7 +24,7 @@ from _report import Figure, Section, load_average
 from jevper.probe.catalogue import load_catalogue
 from jevper.probe.presets import get_preset
 from jevper.probe.recording import Layout
-from jevper.probe.servers.llamacpp import spawn_llamacpp
+from jevper.probe.servers.llamacpp import DEFAULT_RELEASE, spawn_llamacpp
 from jevper.probe.session import Target, record
 
 TARGET = 1.2
@@ -139,7 +139,8 @@ def run() -> Section:
             ),
         ],
         notes=[
-            "The embedded llama-server (b10434, `--ctx-size 4096 -np 1 --jinja`), the whole catalogue, "
+            f"The embedded llama.cpp ({DEFAULT_RELEASE}, `--ctx-size 4096 -np 1 --jinja`), "
+            "the whole catalogue, "
             "recorded into a scratch folder exactly as `python -m jevper.probe --server llamacpp --spawn` "
             "does (server start-up and report rendering excluded). Requests without `timings` in "
             f"their body (errors, and routes that do not report them) count as zero server compute: "

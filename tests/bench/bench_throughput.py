@@ -21,7 +21,7 @@ import openai
 from _report import Figure, Section, load_average
 
 from jevper import AsyncSystemOneClient, Choice
-from jevper.probe.servers.llamacpp import spawn_llamacpp
+from jevper.probe.servers.llamacpp import DEFAULT_RELEASE, spawn_llamacpp
 
 QUESTIONS = 64
 SLOTS = 4
@@ -214,7 +214,8 @@ def run() -> Section:
         ],
         table=table,
         notes=[
-            f"llama-server b10434 with `{' '.join(SERVE_ARGS)}` (4 slots) serving SmolLM2-135M on the "
+            f"llama.cpp {DEFAULT_RELEASE} with `{' '.join(SERVE_ARGS)}` (4 slots) serving SmolLM2-135M "
+            "on the "
             f"CPU; one three-option question about one state under {QUESTIONS} ids, "
             "`method='grammar'` (the 135M "
             "model answers prose without it), `max_tokens: 1`, "
