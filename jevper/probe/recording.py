@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from jevper.probe.cassettes import CASSETTE_SUFFIX
 
@@ -174,10 +174,15 @@ class Provenance:
             )
         return cls(data["key"], data["how"], Run.from_json(data), tuple(updates))
 
-    def without(self, rerun: Mapping[str, object]) -> tuple[LaterRun, ...]:
-        """The later runs, minus the probes run again; one left with none is dropped."""
-        kept = (replace(u, probes=tuple(p for p in u.probes if p not in rerun)) for u in self.updates)
-        return tuple(u for u in kept if u.probes)
+
+#: A later run as the results index lists it, or as provenance.json does.
+LaterOf = TypeVar("LaterOf", Update, LaterRun)
+
+
+def without_rerun(updates: tuple[LaterOf, ...], rerun: Mapping[str, object]) -> tuple[LaterOf, ...]:
+    """The later runs, minus the probes run again; one left with none is dropped."""
+    kept = (replace(u, probes=tuple(p for p in u.probes if p not in rerun)) for u in updates)
+    return tuple(u for u in kept if u.probes)
 
 
 def _plain(value: Any) -> Any:
@@ -377,15 +382,10 @@ def _merge(
     probes = tuple(fresh.get(r.id, r) for r in old.probes)
     probes += tuple(r for r in recording.probes if old.result(r.id) is None)
     update = Update(recording.recorded_on, recording.command, tuple(sorted(fresh)))
-    kept = tuple(
-        u
-        for u in (replace(u, probes=tuple(p for p in u.probes if p not in fresh)) for u in old.updates)
-        if u.probes
-    )
-    merged = replace(old, probes=probes, updates=(*kept, update))
+    merged = replace(old, probes=probes, updates=(*without_rerun(old.updates, fresh), update))
     # The header keeps describing the first run; each later run says what it was and which probes it owns.
     previous = _provenance_of(old, destination / PROVENANCE_FILE)
-    later = (*previous.without(fresh), LaterRun(provenance.run, update.probes))
+    later = (*without_rerun(previous.updates, fresh), LaterRun(provenance.run, update.probes))
     return merged, replace(previous, updates=later)
 
 
