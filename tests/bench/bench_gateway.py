@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -28,8 +26,8 @@ from _loopback import instant_server, recorded_body
 from _report import ROOT, Figure, Section, load_average, median_p90
 
 from jevper import AsyncSystemOneClient, Choice
+from jevper.probe.servers.gateway import spawn_gateway
 from jevper.probe.servers.llamacpp import spawn_llamacpp
-from jevper.probe.servers.process import Launch, free_port, launched
 
 CASSETTE = ROOT / "tests" / "fixtures" / "providers" / "llamacpp-b10434" / "chat-logprobs.yaml"
 MODEL = "smollm2"
@@ -49,15 +47,10 @@ def _question(i: int) -> dict[str, object]:
 
 
 @contextmanager
-def _gateway(upstream: str, *flags: str) -> Iterator[str]:
-    port = free_port()
-    command = [sys.executable, "-m", "jevper.serve", "--upstream", upstream, "--model", MODEL]
-    command += ["--port", str(port), "--log-level", "warning", *flags]
-    launch = Launch(
-        name="jevper serve", command=command, env=dict(os.environ), port=port, log_prefix="bench-gw"
-    )
-    with launched(launch, identify=lambda root: root, timeout=60) as running:
-        yield running.root_url
+def _gateway(upstream: str, *flags: str, pool: int = SLOTS) -> Iterator[str]:
+    """jevper's gateway in its own process in front of `upstream`; yields its root URL."""
+    with spawn_gateway(upstream=(upstream, MODEL), api="chat_completions", pool=pool, options=flags) as gw:
+        yield gw.base_url.removesuffix("/v1")
 
 
 async def _overhead(upstream: str, gateway: str) -> tuple[list[float], list[float]]:
@@ -131,7 +124,7 @@ def run() -> Section:
     with (
         tempfile.TemporaryDirectory() as scratch,
         instant_server(recorded_body(CASSETTE), Path(scratch)) as up,
-        _gateway(up.base_url, "--api", "chat_completions", "--method", "logprobs") as gateway,
+        _gateway(up.base_url, "--method", "logprobs") as gateway,
     ):
         through, straight = asyncio.run(_overhead(up.base_url, gateway))
     overhead_ms = statistics.median(a - b for a, b in zip(through, straight, strict=True)) * 1000

@@ -24,6 +24,7 @@ def spawn_gateway(
     api_key: str | None = None,
     api: str = "auto",
     upstream: tuple[str, str] | None = None,
+    pool: int = POOL,
     options: Sequence[str] = (),
     startup_timeout: float = 120.0,
 ) -> Iterator[SpawnedServer]:
@@ -32,7 +33,7 @@ def spawn_gateway(
     port = free_port()
     behind = ["--upstream", upstream[0], "--model", upstream[1]] if upstream else ["--spawn"]
     shown = ["--upstream", "<url>", "--model", upstream[1]] if upstream else ["--spawn"]
-    rest = ["--pool", str(POOL), "--api", api, *options]
+    rest = ["--pool", str(pool), "--api", api, *options]
     flags = [*behind, *rest]
     command = [sys.executable, "-m", "jevper.serve", *flags, "--port", str(port), "--log-level", "warning"]
     env = {k: v for k, v in os.environ.items() if k != KEYS_ENV}
@@ -44,9 +45,9 @@ def spawn_gateway(
             "jevper",
             model=MODEL_ALIAS,
             version=jevper.__version__,
-            model_name=f"{EMBEDDED_MODEL_NAME} on the embedded llama.cpp, {POOL} slots",
+            model_name=f"{EMBEDDED_MODEL_NAME} on the embedded llama.cpp, {pool} slots",
             command=["python", "-m", "jevper.serve", *shown, *rest],
-            extra={"pool": str(POOL), "upstream_api": api},
+            extra={"pool": str(pool), "upstream_api": api},
         )
 
 
