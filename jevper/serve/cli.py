@@ -86,7 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from jevper.serve.app import create_app
     except ImportError as exc:
         print(
-            f"the gateway needs its extra ({exc.name} is missing): pip install 'jevper[serve]'",
+            f"the gateway needs its extra ({exc.name} is missing): "
+            "pip install -e '.[serve]' in a checkout of jevper",
             file=sys.stderr,
         )
         return 2

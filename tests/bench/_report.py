@@ -129,7 +129,11 @@ def machine() -> list[tuple[str, str]]:
         ("jevper", f"{_version('jevper')} at commit {_commit()}"),
         ("openai SDK", _version("openai")),
         ("httpx", _version("httpx")),
-        ("llama.cpp", f"{release} (xllamacpp {llama}), SmolLM2-135M-Instruct as F16, CPU"),
+        (
+            "llama.cpp",
+            f"{release} (xllamacpp {llama}), SmolLM2-135M-Instruct as F16, CPU, for the benchmarks that "
+            "start a server; the overhead benchmarks replay a body recorded from b10434 instead",
+        ),
     ]
 
 

@@ -1,0 +1,46 @@
+"""Claims of the README and the docs that the recordings can contradict, checked against them."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+PROVIDERS = ROOT / "tests" / "fixtures" / "providers"
+NUMBERS = {"five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
+
+
+def recordings() -> dict[str, dict[str, object]]:
+    return {
+        path.parent.name: json.loads(path.read_text(encoding="utf-8"))
+        for path in sorted(PROVIDERS.glob("*/results.json"))
+    }
+
+
+def readme() -> str:
+    return " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+
+
+def test_the_readme_counts_the_recordings_that_are_in_the_repository() -> None:
+    said = re.search(r"(\w+) recordings sit in `tests/fixtures/providers/`", readme())
+    assert said is not None, "the README no longer says how many recordings there are"
+    assert NUMBERS[said.group(1).lower()] == len(recordings())
+
+
+def test_the_readme_quotes_the_change_report_of_the_oldest_release_as_it_stands() -> None:
+    report = (ROOT / "reports" / "changes" / "llamacpp-b10434-b11434.md").read_text(encoding="utf-8")
+    counted = re.search(r"(\d+) of (\d+) probes present in both changed verdict", report)
+    assert counted is not None
+    assert f"b11434 {counted.group(1)} of {counted.group(2)} did" in readme()
+
+
+def test_docs_systemone_names_every_recorded_chat_server_whose_system_one_route_exists() -> None:
+    text = " ".join((ROOT / "docs" / "systemone.md").read_text(encoding="utf-8").split())
+    names = {"llamacpp": "llama.cpp", "vllm": "vLLM"}
+    for key, recording in recordings().items():
+        if recording["server"] not in names:
+            continue  # System One servers and the gateway serve the route by design
+        route = next(p for p in recording["probes"] if p["id"] == "systemone-route")  # type: ignore[attr-defined]
+        if route["status"] != 404:
+            assert names[str(recording["server"])] in text, f"{key} has the route; docs/systemone.md omits it"
