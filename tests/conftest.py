@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from jevper.probe.servers import SpawnedServer
-from jevper.probe.servers.llamacpp import spawn_llamacpp
+from jevper.servers import SpawnedServer
+from jevper.servers.llamacpp import spawn_llamacpp
 
 
 @pytest.fixture(scope="session")
@@ -31,7 +31,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def live_server(request: pytest.FixtureRequest) -> Iterator[SpawnedServer]:
     """The server `--live` names, started once per session on a free loopback port."""
     if request.config.getoption("--live") == "vllm":
-        from jevper.probe.servers.vllm import spawn_vllm
+        from jevper.servers.vllm import spawn_vllm
 
         with spawn_vllm() as server:
             yield server

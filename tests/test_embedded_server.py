@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from jevper.probe.servers import SpawnedServer, SpawnError
-from jevper.probe.servers.llamacpp import (
+from jevper.servers import SpawnedServer, SpawnError
+from jevper.servers.llamacpp import (
     DEFAULT_RELEASE,
     SKULK_CPU_FLAGS,
     LlamaBuild,
@@ -20,8 +20,8 @@ from jevper.probe.servers.llamacpp import (
     spawn_llamacpp,
     xllamacpp_build,
 )
-from jevper.probe.servers.model import embedded_model_path
-from jevper.probe.servers.process import KEEP_LOGS, exit_words, new_log
+from jevper.servers.model import embedded_model_path
+from jevper.servers.process import KEEP_LOGS, exit_words, new_log
 
 #: An AMD EPYC (Zen 3) as Linux lists it: AVX2, no AVX-512 (the machine issue 12 was found on).
 AVX2_ONLY = frozenset(
@@ -49,7 +49,7 @@ def test_the_default_build_is_xllamacpp_and_reports_its_release_from_the_wheel_v
     build = xllamacpp_build()
     assert build.release == DEFAULT_RELEASE == "b11549"
     assert build.package == "xllamacpp"
-    assert build.program[1:] == ("-m", "jevper.probe.xllamacpp_server")
+    assert build.program[1:] == ("-m", "jevper.servers.xllamacpp_server")
     assert build.key_in_env  # the key never reaches the process list
     check_cpu(build, AVX2_ONLY, "x86_64")  # portable kernels: AVX2 is all it needs on x86-64
 
@@ -87,7 +87,7 @@ def test_the_cpu_flags_are_read_from_the_flags_line_of_cpuinfo(tmp_path: Path) -
 def test_spawn_refuses_a_prebuilt_the_cpu_cannot_run_before_starting_anything(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import jevper.probe.servers.llamacpp as spawn
+    import jevper.servers.llamacpp as spawn
 
     monkeypatch.setattr(spawn, "cpu_flags", lambda: AVX2_ONLY)
     monkeypatch.setattr(spawn.platform, "machine", lambda: "x86_64")
@@ -161,7 +161,7 @@ def test_a_spawned_server_dies_with_a_parent_killed_without_unwinding(tmp_path: 
     # parent-death signal can stop the server it started.
     script = (
         "import sys, time\n"
-        "from jevper.probe.servers.llamacpp import spawn_llamacpp\n"
+        "from jevper.servers.llamacpp import spawn_llamacpp\n"
         "with spawn_llamacpp() as server:\n"
         "    print(server.extra['pid'], flush=True)\n"
         "    time.sleep(600)\n"

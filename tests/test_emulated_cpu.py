@@ -10,8 +10,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from jevper.probe.servers import SpawnError
-from jevper.probe.servers.llamacpp import skulk_binary, spawn_llamacpp, under_qemu, xllamacpp_build
+from jevper.servers import SpawnError
+from jevper.servers.llamacpp import skulk_binary, spawn_llamacpp, under_qemu, xllamacpp_build
 
 pytestmark = pytest.mark.emulated
 

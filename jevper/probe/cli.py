@@ -20,7 +20,7 @@ from jevper.probe.catalogue import Catalogue, CatalogueError, load_catalogue
 from jevper.probe.presets import Preset, get_preset, load_presets
 from jevper.probe.recording import UNANSWERED, Layout, MergeError, check_merge, iter_recordings, save_results
 from jevper.probe.runner import ProbeRun
-from jevper.probe.servers import SpawnedServer, SpawnError, load_spawner
+from jevper.servers import SpawnedServer, SpawnError, load_spawner
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 

@@ -1,6 +1,6 @@
 """Server kinds as data (probes/presets.toml): name, base URL, model, release source, thinking switch.
 
-A kind the harness can start also names its spawner module (see ``jevper.probe.servers``).
+A kind the harness can start also names its spawner module (see ``jevper.servers``).
 """
 
 from __future__ import annotations

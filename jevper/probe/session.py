@@ -35,7 +35,7 @@ from jevper.probe.recording import (
 )
 from jevper.probe.reference import annotate
 from jevper.probe.runner import ProbeRun, Progress, cassette_path, run_probes
-from jevper.probe.servers import SpawnedServer
+from jevper.servers import SpawnedServer
 
 
 class SessionError(RuntimeError):

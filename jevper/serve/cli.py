@@ -71,7 +71,7 @@ def _upstream(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
             raise SystemExit("python -m jevper.serve: --upstream and --model are required (or --spawn)")
         yield args.upstream.rstrip("/"), args.model
         return
-    from jevper.probe.servers.llamacpp import spawn_llamacpp
+    from jevper.servers.llamacpp import spawn_llamacpp
 
     slots = ("--ctx-size", str(4096 * args.pool), "-np", str(args.pool), "--jinja")
     with spawn_llamacpp(extra_args=slots) as server:

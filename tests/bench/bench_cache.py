@@ -16,7 +16,7 @@ import httpx2
 from _report import Figure, Section, load_average
 
 from jevper import Choice, Example, SystemOneClient
-from jevper.probe.servers.llamacpp import DEFAULT_RELEASE, RECIPE_ARGS, spawn_llamacpp
+from jevper.servers.llamacpp import DEFAULT_RELEASE, RECIPE_ARGS, spawn_llamacpp
 
 TARGET = 0.98
 QUESTION = {

@@ -26,8 +26,8 @@ from _loopback import instant_server, recorded_body
 from _report import ROOT, Figure, Section, load_average, median_p90
 
 from jevper import AsyncSystemOneClient, Choice
-from jevper.probe.servers.gateway import spawn_gateway
-from jevper.probe.servers.llamacpp import spawn_llamacpp
+from jevper.servers.gateway import spawn_gateway
+from jevper.servers.llamacpp import spawn_llamacpp
 
 CASSETTE = ROOT / "tests" / "fixtures" / "providers" / "llamacpp-b10434" / "chat-logprobs.yaml"
 MODEL = "smollm2"

@@ -24,8 +24,8 @@ from _report import Figure, Section, load_average
 from jevper.probe.catalogue import load_catalogue
 from jevper.probe.presets import get_preset
 from jevper.probe.recording import Layout
-from jevper.probe.servers.llamacpp import DEFAULT_RELEASE, spawn_llamacpp
 from jevper.probe.session import Target, record
+from jevper.servers.llamacpp import DEFAULT_RELEASE, spawn_llamacpp
 
 TARGET = 1.2
 

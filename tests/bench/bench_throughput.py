@@ -21,7 +21,7 @@ import openai
 from _report import Figure, Section, load_average
 
 from jevper import AsyncSystemOneClient, Choice
-from jevper.probe.servers.llamacpp import DEFAULT_RELEASE, spawn_llamacpp
+from jevper.servers.llamacpp import DEFAULT_RELEASE, spawn_llamacpp
 
 QUESTIONS = 64
 SLOTS = 4

@@ -26,7 +26,7 @@ from jevper import (
     Score,
     SystemOneClient,
 )
-from jevper.probe.servers import SpawnedServer
+from jevper.servers import SpawnedServer
 
 pytestmark = pytest.mark.live
 

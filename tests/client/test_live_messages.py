@@ -28,7 +28,7 @@ from jevper import (
     SystemOneClient,
     SystemOneResponse,
 )
-from jevper.probe.servers import SpawnedServer
+from jevper.servers import SpawnedServer
 
 pytestmark = pytest.mark.live
 

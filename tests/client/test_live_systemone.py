@@ -12,9 +12,9 @@ import pytest
 from openai import OpenAI
 
 from jevper import Choice, Noul, ProviderError, Score, SystemOneClient
-from jevper.probe.servers import SpawnedServer
-from jevper.probe.servers.callo import spawn_callo
-from jevper.probe.servers.gateway import spawn_gateway
+from jevper.servers import SpawnedServer
+from jevper.servers.callo import spawn_callo
+from jevper.servers.gateway import spawn_gateway
 
 pytestmark = pytest.mark.live
 

@@ -14,8 +14,8 @@ from jevper.probe.cli import main
 from jevper.probe.recording import Layout, Recording, iter_recordings, load_results
 from jevper.probe.reports import DOCS_BEGIN, DOCS_END, generate, topic_table
 from jevper.probe.runner import cassette_path
-from jevper.probe.servers.llamacpp import DEFAULT_RELEASE
 from jevper.probe.session import replay
+from jevper.servers.llamacpp import DEFAULT_RELEASE
 
 LAYOUT = Layout.repository()
 CATALOGUE = load_catalogue()

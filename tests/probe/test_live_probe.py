@@ -15,7 +15,7 @@ from jevper.probe import cli
 from jevper.probe.catalogue import load_catalogue
 from jevper.probe.recording import Layout, load_results
 from jevper.probe.runner import ProbeRun
-from jevper.probe.servers.llamacpp import DEFAULT_RELEASE, spawn_llamacpp
+from jevper.servers.llamacpp import DEFAULT_RELEASE, spawn_llamacpp
 
 pytestmark = pytest.mark.live
 

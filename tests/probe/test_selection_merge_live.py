@@ -10,7 +10,7 @@ import pytest
 from jevper.probe import cli
 from jevper.probe.recording import Layout, load_results, read_provenance
 from jevper.probe.reports import generate
-from jevper.probe.servers.llamacpp import DEFAULT_RELEASE
+from jevper.servers.llamacpp import DEFAULT_RELEASE
 
 pytestmark = pytest.mark.live
 
@@ -41,7 +41,7 @@ def test_re_probing_two_probes_of_the_embedded_server_merges_them_and_names_the_
     assert provenance.run.command == "python -m jevper.probe --server llamacpp --spawn"
     (update,) = provenance.updates
     assert (update.run.release, update.probes) == (DEFAULT_RELEASE, RERUN)
-    assert (update.run.server_command or "").startswith("python -m jevper.probe.xllamacpp_server ")
+    assert (update.run.server_command or "").startswith("python -m jevper.servers.xllamacpp_server ")
     index = load_results(out / "results" / f"{KEY}.json")
     assert len(index.probes) == 45 and index.updates[0].probes == RERUN
     # llama.cpp answers these two as it did when the recording was made.

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from jevper.probe.servers.vllm import (
+from jevper.servers.vllm import (
     DROPPED_REQUIREMENTS,
     RECIPE_ARGS,
     VllmHome,
@@ -82,6 +82,6 @@ def test_probe_modules_import_no_private_name_from_another_module() -> None:
 
 
 def test_the_shipped_model_is_found_as_a_gguf_file() -> None:
-    from jevper.probe.servers.model import shipped_gguf
+    from jevper.servers.model import shipped_gguf
 
     assert shipped_gguf().suffix == ".gguf"

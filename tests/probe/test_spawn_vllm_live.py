@@ -10,7 +10,7 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from jevper.probe.servers import SpawnedServer
+from jevper.servers import SpawnedServer
 
 pytestmark = pytest.mark.live
 

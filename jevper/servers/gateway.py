@@ -10,8 +10,8 @@ import sys
 from collections.abc import Iterator, Sequence
 
 import jevper
-from jevper.probe.servers.model import EMBEDDED_MODEL_NAME, MODEL_ALIAS
-from jevper.probe.servers.process import Launch, SpawnedServer, free_port, launched
+from jevper.servers.model import EMBEDDED_MODEL_NAME, MODEL_ALIAS
+from jevper.servers.process import Launch, SpawnedServer, free_port, launched
 
 #: Two slots behind it, so two questions are answered at once.
 POOL = 2

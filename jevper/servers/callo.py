@@ -14,10 +14,10 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from jevper.probe.servers.llamacpp import spawn_llamacpp
-from jevper.probe.servers.model import EMBEDDED_MODEL_NAME, MODEL_ALIAS
-from jevper.probe.servers.process import Launch, SpawnedServer, free_port, launched
-from jevper.probe.servers.toolenv import tool_env
+from jevper.servers.llamacpp import spawn_llamacpp
+from jevper.servers.model import EMBEDDED_MODEL_NAME, MODEL_ALIAS
+from jevper.servers.process import Launch, SpawnedServer, free_port, launched
+from jevper.servers.toolenv import tool_env
 
 CALLO_REQUIREMENT = "callo==0.3.1"
 #: Two slots of 4096 tokens each; /slots and /props served, which callo reads.

