@@ -27,7 +27,7 @@ import random
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from jevper import _deadline
 from jevper._errors import MalformedAnswerError, ProviderError
@@ -129,7 +129,7 @@ def retried(attempt: Callable[[], T], label: str, model: str, retries: int, time
         except Exception as exc:
             error, wait = _retry(exc, label, model, tried, retries, timeout)
             if wait is None:
-                raise error from exc
+                _raise(error, exc)
             time.sleep(wait)
             tried += 1
 
@@ -147,9 +147,17 @@ async def retried_async(
         except Exception as exc:
             error, wait = _retry(exc, label, model, tried, retries, timeout)
             if wait is None:
-                raise error from exc
+                _raise(error, exc)
             await asyncio.sleep(wait)
             tried += 1
+
+
+def _raise(error: Exception, caught: Exception) -> NoReturn:
+    """Raise the translated error, caused by what was caught; an error raised as it came keeps its own
+    cause (``raise error from error`` would make it its own ``__cause__``, a cycle)."""
+    if error is caught:
+        raise error
+    raise error from caught
 
 
 def whole_body(create: Callable[..., Any], kwargs: dict[str, Any], surface: str, timeout: float) -> bytes:

@@ -36,9 +36,22 @@ def blocking(base_url: str, api: str, model: str) -> SystemOneClient:
     return SystemOneClient(sdk, model=model, api=api, timeout=TIMEOUT)
 
 
+def acyclic(error: BaseException) -> None:
+    """The chain a traceback prints (each cause, else each unsuppressed context) ends: no error in it
+    comes back, and none is its own cause or context."""
+    seen: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None:
+        assert all(current is not earlier for earlier in seen), f"a cycle through {current!r:.120}"
+        assert current.__cause__ is not current and current.__context__ is not current
+        seen.append(current)
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+
+
 def check(outcome: object) -> None:
     if isinstance(outcome, Exception):
         assert isinstance(outcome, JevperError), f"{type(outcome).__name__}: {outcome}"
+        acyclic(outcome)
         return
     answer: Any = getattr(outcome, "answers")["q"]  # noqa: B009
     assert tuple(answer.probabilities) == INTENT.options
@@ -92,3 +105,14 @@ def test_the_async_client_bounds_a_slow_drip_by_its_timeout_as_a_whole(faults: F
     with pytest.raises(JevperError, match=r"expected an answer within the [0-9.]+ s timeout"):
         asyncio.run(client.system_one(state="I was charged twice.", questions={"q": INTENT}))
     assert time.monotonic() - started < TIMEOUT + 1.5
+
+
+@pytest.mark.parametrize("fault", ["hang-after-headers", "slow-drip"])
+def test_a_system_one_timeout_raised_by_jevper_is_not_its_own_cause(faults: FaultServer, fault: str) -> None:
+    # The deadline's own ProviderError passes through the retry loop untranslated; it once left it as
+    # its own __cause__, so anything walking the chain (a traceback printer, a logger) never ended.
+    client = blocking(faults.base_url(fault), "systemone", faults.model)
+    with pytest.raises(ProviderError, match="expected the whole answer within the 1 s timeout") as caught:
+        client.system_one(state="I was charged twice.", questions={"q": INTENT})
+    assert caught.value.__cause__ is not caught.value
+    acyclic(caught.value)
