@@ -351,7 +351,9 @@ def _json(
     # option, a one-hot distribution): a weak model that cannot write probabilities can often name an
     # option, and a server that enforces no schema leaves nothing else to try.
     falls_back = settings.method == "auto" and kind == "structured"
-    result = yield from _send_dropping(request, settings, memory, surface, trail)
+    # The corrective retry continues the request as it was last sent: a field the server refused and
+    # jevper dropped stays dropped.
+    request, result = yield from _send_dropping(request, settings, memory, surface, trail)
     try:
         return _read_json(result, a, request, falls_back), result
     except Unreadable as first:
@@ -359,7 +361,7 @@ def _json(
         correction = f"That reply was not a valid answer: {first}. Reply with the JSON object only."
         previous = (Turn("assistant", result.text),) if result.text else ()
         retry = replace(request, turns=(*request.turns, *previous, Turn("user", correction)))
-        again = yield from _send_dropping(retry, settings, memory, surface, trail)
+        retry, again = yield from _send_dropping(retry, settings, memory, surface, trail)
         try:
             return _read_json(again, a, retry, falls_back), again
         except Unreadable as second:
@@ -387,10 +389,11 @@ def _read_json(result: WireResult, a: Ask, request: WireRequest, falls_back: boo
 
 def _send_dropping(
     request: WireRequest, settings: Options, memory: Memory, surface: PromptSurface, trail: Trail
-) -> Generator[Call, WireResult, WireResult]:
-    """Send; on the Messages surface a 400 for output_config or thinking drops that field once."""
+) -> Generator[Call, WireResult, tuple[WireRequest, WireResult]]:
+    """Send; on the Messages surface a 400 for output_config or thinking drops that field once. Returns
+    the request as it was answered (without the dropped field) and its result."""
     try:
-        return (yield from _send(surface, request, trail))
+        return request, (yield from _send(surface, request, trail))
     except ProviderError as error:
         droppable = (
             surface == "messages"
@@ -403,8 +406,9 @@ def _send_dropping(
             why = f"{error.status} {error.server_message!r}"
             memory.limit(settings.model, surface, error.field, why)
             trail.why.append(f"dropped {error.field}: {why}")
+            dropped = replace(request, omit=request.omit | {error.field})
             try:
-                return (yield from _send(surface, replace(request, omit=request.omit | {error.field}), trail))
+                return dropped, (yield from _send(surface, dropped, trail))
             except ProviderError as again:
                 raise _caller_field(again, settings) from None
         _no_distribution_route_json(error, settings, surface)

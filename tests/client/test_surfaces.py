@@ -309,6 +309,28 @@ def test_a_400_on_a_messages_field_drops_it_re_asks_once_and_remembers(loopback:
     assert "Extra inputs are not permitted" in first.debug["server_limits"][field]
 
 
+@pytest.mark.parametrize("field", ["output_config", "thinking"])
+def test_the_corrective_retry_after_a_dropped_field_leaves_the_field_out(loopback: Any, field: str) -> None:
+    refusal = {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": f"body.{field}: Extra inputs are not permitted",
+        },
+    }
+    loopback.reply("/messages", 400, refusal)
+    loopback.reply("/messages", 200, messages_body("The billing team, I think."))
+    loopback.reply("/messages", 200, messages_body(JSON_ANSWER))
+    asked = anthropic_client(loopback, method="structured", reasoning=ReasoningConfig(budget_tokens=1024))
+    response = asked.system_one(state=STATE, questions={"q": INTENT})
+    # Three requests: the refused one, the one without the field, and the corrective retry without it.
+    sent = loopback.bodies("/messages")
+    assert [field in body for body in sent] == [True, False, False]
+    why = response.debug["questions"]["q"]["why"]
+    assert sum(line.startswith(f"dropped {field}") for line in why) == 1, why
+    assert response.debug["questions"]["q"]["requests"] == 3
+
+
 def test_vllms_vendor_400_on_output_config_format_type_is_classified_as_that_field(
     loopback: Any, fixtures: Any
 ) -> None:
