@@ -58,7 +58,8 @@ class ProviderError(JevperError):
     """The server refused the request, or could not be reached.
 
     ``status`` is the HTTP status (``None`` for a connection failure or a 200 carrying an error) and
-    ``server_message`` the server's own words, unedited.
+    ``server_message`` the server's own words, unedited. ``retry_after`` is the wait in seconds the
+    server asked for (its ``Retry-After``), when it asked for one.
     """
 
     def __init__(
@@ -69,6 +70,7 @@ class ProviderError(JevperError):
         server_message: str,
         kind: str = "other",
         field: str | None = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -77,3 +79,5 @@ class ProviderError(JevperError):
         self.kind = kind
         #: the request field the server named, when it named one
         self.field = field
+        #: seconds the server asked to wait before asking again (Retry-After), when it said
+        self.retry_after = retry_after

@@ -267,6 +267,9 @@ def _retry(
 ) -> tuple[Exception, float | None]:
     """The error to raise, and the seconds to wait before trying again (None: raise it now)."""
     error = _translated(exc, surface, model, timeout)
+    if isinstance(error, ProviderError) and error.retry_after is None:
+        # Kept on the error for whoever handles it next (several servers: that server waits, not the others).
+        error.retry_after = _retry_after(exc)
     if not isinstance(error, ProviderError) or attempt >= retries or error.kind == "timeout":
         # A timeout already cost the whole budget; it is not tried again.
         return error, None
@@ -286,6 +289,7 @@ def _retry(
             server_message=error.server_message,
             kind=error.kind,
             field=error.field,
+            retry_after=after,
         )
         return waited, None
     return error, retry_delay(attempt, after)

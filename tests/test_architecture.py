@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+import jevper
+
 PACKAGE = Path(__file__).resolve().parents[1] / "jevper"
 #: The client core's private modules the harness may still use, as ARCHITECTURE.md says.
 HARNESS_MAY_USE = {"jevper._wire", "jevper._errors", "jevper._deadline"}
@@ -104,3 +106,36 @@ def test_only_the_transport_names_the_sdks_create_calls() -> None:
         if '"create"' in path.read_text(encoding="utf-8") and not under(module_of(path), "jevper.probe")
     ]
     assert callers == ["jevper._transport"]
+
+
+#: What the batch engine and the several-servers pool may use of jevper: the public client and its values.
+PUBLIC = {
+    "jevper",
+    "jevper.async_client",
+    "jevper.client",
+    "jevper.questions",
+    "jevper.models",
+    "jevper._errors",
+} | {f"jevper.{name}" for name in jevper.__all__}
+
+
+@pytest.mark.parametrize("module", [m for m in IMPORTS if m == "jevper._upstreams"])
+def test_the_upstreams_pool_stands_on_the_public_async_client_alone(module: str) -> None:
+    assert IMPORTS[module] - PUBLIC == set()
+
+
+@pytest.mark.parametrize("module", [m for m in IMPORTS if under(m, "jevper.batch")])
+def test_the_batch_engine_uses_the_public_client_and_the_upstreams_pool_and_no_private_core(
+    module: str,
+) -> None:
+    strays = {
+        m for m in IMPORTS[module] if not under(m, "jevper.batch") and m not in PUBLIC | {"jevper._upstreams"}
+    }
+    assert strays == set()
+
+
+def test_nothing_outside_the_batch_engine_imports_it_and_only_it_and_the_gateway_use_the_pool() -> None:
+    batch_users = {m for m, names in IMPORTS.items() if any(under(n, "jevper.batch") for n in names)}
+    pool_users = {m for m, names in IMPORTS.items() if "jevper._upstreams" in names}
+    assert {m for m in batch_users if not under(m, "jevper.batch")} == set()
+    assert {m for m in pool_users if not (under(m, "jevper.batch") or under(m, "jevper.serve"))} == set()

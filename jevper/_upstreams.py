@@ -1,0 +1,328 @@
+"""Several servers behind one pool: each with its own slots, the one with the most room asked first.
+
+One component for everything in jevper that spreads calls over servers (the batch engine's rows, the
+gateway's upstreams). Each server is reached through its own ``AsyncSystemOneClient``; the pool only
+decides where a call goes and what a failure means for that server::
+
+    pool = Upstreams([Upstream("http://a:8080/v1", "m", slots=4), Upstream("http://b:8080/v1", "m")])
+    answer = await pool.ask(lambda client: client.system_one(state=..., questions=...), attempts=4)
+
+    async with pool.lease() as lease:      # or by hand: the server with the most room, held meanwhile
+        answer = await lease.client.system_one(...)
+
+A server that fails (refused connection, reset, timeout, a 5xx) is taken out for a cool-down that
+doubles with each failure in a row (``cool_down`` up to ``max_cool_down`` seconds); then it is asked one
+call at a time until one succeeds. A 429 (or a 503 with ``Retry-After``) pauses that server alone for
+as long as it asked. ``ask`` moves a call the server failed to another server; any other error (a 400,
+an answer that cannot be read) is the call's own and is raised at once. When every server has failed
+``give_up_after`` times in a row and is out, ``acquire`` raises ``NoUpstreamError`` instead of waiting
+(each server's cool-down still ends, and it is asked again after it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, TypeVar
+
+from jevper._errors import InvalidQuestionError, ProviderError
+from jevper.async_client import AsyncSystemOneClient
+
+__all__ = ["Lease", "NoUpstreamError", "Upstream", "UpstreamStatus", "Upstreams", "blame"]
+
+T = TypeVar("T")
+
+#: How long a server that said 429 (or 503) without a Retry-After is left alone.
+DEFAULT_PAUSE_S = 1.0
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """One server: its base URL (ending in /v1), the model it serves, and its requests in flight at once
+    (its slot count; for a call of several questions, the calls in flight)."""
+
+    base_url: str
+    model: str
+    slots: int = 4
+    api_key: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.base_url, str) or not self.base_url.startswith(("http://", "https://")):
+            raise InvalidQuestionError(
+                f"server base_url: expected an http:// or https:// URL ending in /v1, got {self.base_url!r}"
+            )
+        if not isinstance(self.model, str) or not self.model:
+            raise InvalidQuestionError(
+                f"server {self.base_url}: expected the model id it serves, got {self.model!r}"
+            )
+        if isinstance(self.slots, bool) or not isinstance(self.slots, int) or self.slots < 1:
+            raise InvalidQuestionError(
+                f"server {self.base_url}: expected slots to be an integer of at least 1, got {self.slots!r}"
+            )
+
+
+class NoUpstreamError(ProviderError):
+    """Every server failed ``give_up_after`` times in a row: none can be reached now."""
+
+
+@dataclass(frozen=True)
+class UpstreamStatus:
+    """One server as the pool sees it at a moment (for progress displays and metrics)."""
+
+    base_url: str
+    slots: int
+    in_flight: int
+    succeeded: int
+    failed: int
+    paused: int  # 429s and 503s it answered
+    out_for: float  # seconds until it is asked again; 0 when it is in
+    last_error: str | None
+
+
+def blame(error: BaseException) -> Literal["down", "busy"] | None:
+    """What an error says about the server that gave it: ``down`` (take it out), ``busy`` (it asked to
+    wait), or None (the call's own error: a 400, an unreadable answer; another server would do the same)."""
+    if not isinstance(error, ProviderError):
+        return None
+    if error.kind in ("unreachable", "timeout"):
+        return "down"
+    status = error.status
+    if status == 429 or (status == 503 and error.retry_after is not None):
+        return "busy"
+    if status is not None and (status >= 500 or status == 408):
+        return "down"
+    return None
+
+
+class _Server:
+    def __init__(self, spec: Upstream, client: AsyncSystemOneClient) -> None:
+        self.spec = spec
+        self.client = client
+        self.in_flight = 0
+        self.failures = 0  # in a row; reset by a success
+        self.out_until = 0.0
+        self.succeeded = 0
+        self.failed = 0
+        self.paused = 0
+        self.last_error: str | None = None
+
+    def room(self, now: float) -> int:
+        if now < self.out_until:
+            return 0
+        # A server back from a failure is tried one call at a time until one succeeds.
+        limit = 1 if self.failures else self.spec.slots
+        return limit - self.in_flight
+
+
+class Lease:
+    """A server held for one call; report how it went with ``succeeded()`` or ``failed(error)``."""
+
+    def __init__(self, pool: Upstreams, server: _Server) -> None:
+        self._pool = pool
+        self._server = server
+        self._open = True
+
+    @property
+    def upstream(self) -> Upstream:
+        return self._server.spec
+
+    @property
+    def client(self) -> AsyncSystemOneClient:
+        return self._server.client
+
+    def succeeded(self) -> None:
+        self._close(None)
+
+    def failed(self, error: BaseException) -> bool:
+        """Report the call's error; True when it was the server's (the call may go to another server)."""
+        said = blame(error)
+        self._close((said, error))
+        return said is not None
+
+    def _close(self, outcome: tuple[Literal["down", "busy"] | None, BaseException] | None) -> None:
+        if self._open:
+            self._open = False
+            self._pool._release(self._server, outcome)
+
+
+class Upstreams:
+    """The pool. ``connect`` makes each server's client, once, when the pool is made (no I/O then)."""
+
+    def __init__(
+        self,
+        upstreams: Sequence[Upstream],
+        connect: Callable[[Upstream], AsyncSystemOneClient],
+        *,
+        cool_down: float = 1.0,
+        max_cool_down: float = 30.0,
+        give_up_after: int = 3,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not upstreams:
+            raise InvalidQuestionError(
+                "servers: expected at least one server (a base URL and its model), got none"
+            )
+        self._servers = [_Server(spec, connect(spec)) for spec in upstreams]
+        self._cool_down, self._max_cool_down = cool_down, max_cool_down
+        self._give_up_after = give_up_after
+        self._clock = clock
+        self._turn = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    @property
+    def slots(self) -> int:
+        """The calls all servers take at once when every one is in."""
+        return sum(server.spec.slots for server in self._servers)
+
+    def status(self) -> list[UpstreamStatus]:
+        now = self._clock()
+        return [
+            UpstreamStatus(
+                s.spec.base_url,
+                s.spec.slots,
+                s.in_flight,
+                s.succeeded,
+                s.failed,
+                s.paused,
+                max(0.0, s.out_until - now),
+                s.last_error,
+            )
+            for s in self._servers
+        ]
+
+    async def acquire(self) -> Lease:
+        """The server with the most room, held for one call; waits while none has room."""
+        while True:
+            server = self._pick()
+            if server is not None:
+                server.in_flight += 1
+                return Lease(self, server)
+            self._check_reachable()
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, self._until_change())
+            except TimeoutError:
+                pass
+            finally:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+
+    @contextlib.asynccontextmanager
+    async def lease(self) -> AsyncIterator[Lease]:
+        """``acquire`` as a block: success when it ends normally, its exception reported otherwise."""
+        held = await self.acquire()
+        try:
+            yield held
+        except BaseException as error:
+            if isinstance(error, Exception):
+                held.failed(error)
+            else:  # cancelled: says nothing about the server
+                held._close(None)
+            raise
+        held.succeeded()
+
+    async def ask(self, call: Callable[[AsyncSystemOneClient], Awaitable[T]], *, attempts: int = 3) -> T:
+        """``call`` on the server with the most room; again on another (up to ``attempts`` in all) while
+        the error is the server's. The call's own errors, and the last server's, are raised."""
+        tried = 0
+        while True:
+            held = await self.acquire()
+            try:
+                result = await call(held.client)
+            except asyncio.CancelledError:
+                held._close(None)
+                raise
+            except Exception as error:
+                tried += 1
+                if not held.failed(error) or tried >= attempts:
+                    raise
+                continue
+            held.succeeded()
+            return result
+
+    async def aclose(self) -> None:
+        """Close every server's client (its SDK's connections)."""
+        for server in self._servers:
+            sdk = getattr(server.client, "_client", None)
+            closing = getattr(sdk, "close", None)
+            if callable(closing):
+                with contextlib.suppress(Exception):
+                    done = closing()
+                    if asyncio.iscoroutine(done):
+                        await done
+
+    # --- the bookkeeping ------------------------------------------------------------------------------
+
+    def _pick(self) -> _Server | None:
+        now = self._clock()
+        best: _Server | None = None
+        best_room = 0
+        count = len(self._servers)
+        # Ties go round the servers, so equal servers share the calls evenly.
+        for i in range(count):
+            server = self._servers[(self._turn + i) % count]
+            room = server.room(now)
+            if room > best_room:
+                best, best_room = server, room
+        if best is not None:
+            self._turn = (self._servers.index(best) + 1) % count
+        return best
+
+    def _release(
+        self, server: _Server, outcome: tuple[Literal["down", "busy"] | None, BaseException] | None
+    ) -> None:
+        server.in_flight -= 1
+        said = outcome[0] if outcome is not None else None
+        if outcome is None or said is None:
+            if outcome is None:
+                server.succeeded += 1
+            server.failures = 0
+        else:
+            error = outcome[1]
+            server.last_error = f"{type(error).__name__}: {error}"
+            now = self._clock()
+            if said == "busy":
+                server.paused += 1
+                wait = getattr(error, "retry_after", None)
+                server.out_until = max(
+                    server.out_until, now + (wait if wait is not None else DEFAULT_PAUSE_S)
+                )
+            else:
+                server.failed += 1
+                server.failures += 1
+                wait = min(self._cool_down * 2 ** (server.failures - 1), self._max_cool_down)
+                server.out_until = max(server.out_until, now + wait)
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def _until_change(self) -> float | None:
+        """Seconds until a server that is out comes back (None: only a release can make room)."""
+        now = self._clock()
+        back = [s.out_until - now for s in self._servers if s.out_until > now]
+        return max(0.0, min(back)) + 0.001 if back else None
+
+    def _check_reachable(self) -> None:
+        # Given up only while every server is out too: once a cool-down ends, that server is tried again.
+        now = self._clock()
+        if all(
+            s.failures >= self._give_up_after and s.out_until > now and not s.in_flight for s in self._servers
+        ):
+            said = "; ".join(f"{s.spec.base_url}: {s.last_error}" for s in self._servers)
+            raise NoUpstreamError(
+                f"expected one of {len(self._servers)} server(s) to answer, got {self._give_up_after} "
+                f"failures in a row from each: {said}; check that the servers run and their URLs",
+                status=None,
+                server_message=said,
+                kind="unreachable",
+            )

@@ -1,0 +1,349 @@
+"""The batch core: a record batch of states in, a record batch of answers or typed errors out.
+
+Every row of a batch is asked every question through ``AsyncSystemOneClient.system_one`` on the server
+with the most room (``jevper._upstreams``); a row whose call fails comes back with its ``error`` set,
+so no row's failure ever costs the batch. Making a classifier does no I/O and it pickles: the servers'
+clients are made on first use, in the event loop that uses them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+import pyarrow as pa
+
+from jevper import AsyncSystemOneClient, InvalidQuestionError
+from jevper._upstreams import Upstream, Upstreams
+from jevper.batch._schema import RESERVED, Row, result_columns, result_fields
+from jevper.questions import Question, as_question
+
+Server = Upstream
+#: What a classifier is given for each server: a Server, or a mapping of its fields.
+ServerSpec = Upstream | Mapping[str, Any]
+#: Called with each row's position in the batch and its outcome as soon as it has one.
+OnRow = Callable[[int, Row], None]
+
+#: Rows asked again on another server when the one asked failed (refused, timed out, 5xx, 429).
+DEFAULT_MAX_RETRIES = 3
+DEFAULT_TIMEOUT = 60.0
+
+B = TypeVar("B", pa.RecordBatch, pa.Table)
+
+
+def as_server(spec: ServerSpec) -> Upstream:
+    if isinstance(spec, Upstream):
+        return spec
+    if isinstance(spec, Mapping):
+        try:
+            return Upstream(**spec)
+        except TypeError as exc:
+            raise InvalidQuestionError(
+                f"servers: expected base_url, model and optionally slots and api_key, got {sorted(spec)}"
+            ) from exc
+    raise InvalidQuestionError(
+        f"servers: expected a Server or a mapping with base_url and model, got {type(spec).__name__}"
+    )
+
+
+def as_questions(questions: Mapping[str, Any]) -> tuple[tuple[str, Question], ...]:
+    """The questions in order, each checked as the client checks it (the API's shape or a question)."""
+    if isinstance(questions, Mapping) and set(questions) == {"questions"}:
+        questions = questions["questions"]  # a System One request's questions object, whole
+    if not isinstance(questions, Mapping) or not questions:
+        raise InvalidQuestionError(
+            f"questions: expected a non-empty mapping of question id to question, got {questions!r:.80}"
+        )
+    return tuple((str(qid), as_question(str(qid), q)) for qid, q in questions.items())
+
+
+class BatchClassifier:
+    """Ask every question about the state of every row of a batch; answers or an error for each row.
+
+    ``servers``: one or more servers (``Server(base_url, model, slots)``); rows go to the one with the
+    most room. ``keep_columns``: False (the id column only), True (every input column), or the names of
+    the input columns to keep. ``concurrency``: rows in flight at once (default: every server's slots).
+    ``max_retries``: how many times a row is asked again, elsewhere, after a server failed it. ``api``,
+    ``method``, ``extra_body`` and ``timeout`` are the client's.
+    """
+
+    def __init__(
+        self,
+        questions: Mapping[str, Any],
+        servers: Sequence[ServerSpec],
+        *,
+        id_column: str = "id",
+        state_column: str = "state",
+        keep_columns: bool | Sequence[str] = False,
+        concurrency: int | None = None,
+        api: str = "auto",
+        method: str = "auto",
+        extra_body: Mapping[str, Any] | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> None:
+        self.questions = as_questions(questions)
+        self._asked = dict(self.questions)
+        if isinstance(servers, str | Mapping | Upstream) or not servers:
+            raise InvalidQuestionError(
+                f"servers: expected a list of one or more servers, got {servers!r:.80}"
+            )
+        self.servers = tuple(as_server(s) for s in servers)
+        self.id_column, self.state_column = id_column, state_column
+        self.keep_columns = keep_columns if isinstance(keep_columns, bool) else tuple(keep_columns)
+        for qid, _ in self.questions:
+            if qid in (*RESERVED, id_column):
+                raise InvalidQuestionError(
+                    f"questions[{qid!r}]: expected a question id other than {id_column!r}, 'error' and "
+                    "'usage', which name output columns; rename the question"
+                )
+        if concurrency is not None and (
+            isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+        ):
+            raise InvalidQuestionError(f"concurrency: expected a positive integer, got {concurrency!r}")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise InvalidQuestionError(f"max_retries: expected an integer of at least 0, got {max_retries!r}")
+        self.concurrency = concurrency or sum(s.slots for s in self.servers)
+        self.max_retries = max_retries
+        self.client_options: dict[str, Any] = {
+            "api": api,
+            "method": method,
+            "extra_body": dict(extra_body or {}),
+            "timeout": timeout,
+        }
+        # The client's own checks of these options, once, now (a client of nothing does no I/O).
+        for server in self.servers:
+            AsyncSystemOneClient(object(), model=server.model, **self.client_options)
+        self._pool: Upstreams | None = None
+        self._pool_loop: asyncio.AbstractEventLoop | None = None
+        self._runner: _LoopThread | None = None
+
+    # --- pickling: the settings travel, the connections do not -------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.update(_pool=None, _pool_loop=None, _runner=None)
+        return state
+
+    # --- the schema ----------------------------------------------------------------------------------
+
+    def kept(self, input_schema: pa.Schema) -> list[str]:
+        """The input columns the output carries after the id column."""
+        self._check_columns(input_schema)
+        if self.keep_columns is True:
+            return [n for n in input_schema.names if n != self.id_column]
+        if self.keep_columns is False:
+            return []
+        return [n for n in self.keep_columns if n != self.id_column]
+
+    def output_schema(self, input_schema: pa.Schema) -> pa.Schema:
+        """The schema of what ``classify`` returns for a batch of ``input_schema``."""
+        kept = self.kept(input_schema)
+        fields = [input_schema.field(self.id_column), *(input_schema.field(n) for n in kept)]
+        return pa.schema([*fields, *result_fields(self.questions)])
+
+    def _check_columns(self, schema: pa.Schema) -> None:
+        names = schema.names
+        for role, name in (("id", self.id_column), ("state", self.state_column)):
+            if name not in names:
+                raise InvalidQuestionError(
+                    f"{role}_column: expected a column {name!r} holding each row's {role}, got columns "
+                    f"{names}; pass {role}_column= (--{role}-column) naming one of them"
+                )
+        if not isinstance(self.keep_columns, bool):
+            missing = [n for n in self.keep_columns if n not in names]
+            if missing:
+                raise InvalidQuestionError(
+                    f"keep_columns: expected columns of the input, got {missing} (the input has {names})"
+                )
+            kept = set(self.keep_columns)
+        else:
+            kept = set(names) if self.keep_columns else set()
+        clash = sorted(kept & ({qid for qid, _ in self.questions} | set(RESERVED)))
+        if clash:
+            raise InvalidQuestionError(
+                f"keep_columns: expected kept columns to differ from the output's own columns (the question "
+                f"ids, 'error', 'usage'), got {clash} in both; rename them or keep fewer columns"
+            )
+
+    # --- classifying -------------------------------------------------------------------------------
+
+    async def classify(self, batch: B) -> B:
+        """Every row of ``batch`` (a RecordBatch or a Table) with its answers or its error."""
+        if isinstance(batch, pa.Table):
+            parts = [await self.classify_rows(b) for b in batch.to_batches()]
+            return pa.Table.from_batches(parts, schema=self.output_schema(batch.schema))
+        return await self.classify_rows(batch)
+
+    def classify_sync(self, batch: B) -> B:
+        """``classify`` for a caller without an event loop (a Spark UDF): run on the classifier's own
+        loop thread, so the servers' connections outlive the call."""
+        if self._runner is None:
+            self._runner = _LoopThread()
+        return self._runner.run(self.classify(batch))
+
+    def classify_pandas(self, frame: Any) -> Any:
+        """A pandas DataFrame in, one out (the blocking ``classify_sync``; needs pandas)."""
+        batch = pa.RecordBatch.from_pandas(frame, preserve_index=False)
+        return self.classify_sync(batch).to_pandas()
+
+    async def classify_rows(
+        self,
+        batch: pa.RecordBatch,
+        *,
+        known: Mapping[int, Row] | None = None,
+        on_row: OnRow | None = None,
+    ) -> pa.RecordBatch:
+        """``classify`` for one batch; ``known`` rows (by position) are taken as they are, not asked, and
+        ``on_row`` hears of every other row as soon as it is done (the local engine's journal)."""
+        schema = self.output_schema(batch.schema)
+        states = state_values(batch.column(self.state_column))
+        rows: list[Row | None] = [None] * batch.num_rows
+        if known:
+            for i, row in known.items():
+                rows[i] = row
+        todo = iter([i for i, row in enumerate(rows) if row is None])
+        pool = self._upstreams()
+
+        async def work() -> None:
+            for i in todo:
+                row = await self.ask(pool, states[i])
+                rows[i] = row
+                if on_row is not None:
+                    on_row(i, row)
+
+        workers = [asyncio.ensure_future(work()) for _ in range(min(self.concurrency, batch.num_rows))]
+        try:
+            await asyncio.gather(*workers)
+        except BaseException:
+            for worker in workers:
+                worker.cancel()
+            raise
+        done = [row for row in rows if row is not None]
+        kept = [batch.column(name) for name in self.kept(batch.schema)]
+        columns = [batch.column(self.id_column), *kept, *result_columns(self.questions, done)]
+        return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+    async def ask(self, pool: Upstreams, state: Any) -> Row:
+        """One row's outcome; never raises for the row's failure."""
+        questions = self._asked
+
+        async def call(client: AsyncSystemOneClient) -> Any:
+            return await client.system_one(state=state, questions=questions)
+
+        try:
+            answered = await pool.ask(call, attempts=1 + self.max_retries)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # a row's failure is data; even a bug's, with its type named
+            return Row(error=(type(error).__name__, str(error)))
+        body = answered.to_api()
+        return Row(body["answers"], answered.usage.prompt_tokens, answered.usage.completion_tokens)
+
+    def _upstreams(self) -> Upstreams:
+        loop = asyncio.get_running_loop()
+        if self._pool is None or self._pool_loop is not loop:
+            # A pool per event loop: an SDK's connections belong to the loop that opened them.
+            self._pool = Upstreams(self.servers, self._connect)
+            self._pool_loop = loop
+        return self._pool
+
+    @property
+    def upstreams(self) -> Upstreams | None:
+        """The servers' pool of the last loop that classified (None before first use)."""
+        return self._pool
+
+    def _connect(self, server: Upstream) -> AsyncSystemOneClient:
+        key = server.api_key or "none"
+        sdk: object
+        if self.client_options["api"] == "messages":
+            from anthropic import AsyncAnthropic
+
+            sdk = AsyncAnthropic(base_url=server.base_url.removesuffix("/v1"), api_key=key, max_retries=0)
+        else:
+            from openai import AsyncOpenAI
+
+            sdk = AsyncOpenAI(base_url=server.base_url, api_key=key, max_retries=0)
+        # The SDK's retries off: a failed call moves to another server instead (Upstreams.ask).
+        return AsyncSystemOneClient(
+            sdk, model=server.model, max_concurrency=server.slots, **self.client_options
+        )
+
+    async def aclose(self) -> None:
+        if self._pool is not None:
+            await self._pool.aclose()
+            self._pool = None
+
+    def close(self) -> None:
+        if self._runner is not None:
+            self._runner.run(self.aclose())
+            self._runner.stop()
+            self._runner = None
+        elif self._pool is not None and self._pool_loop is not None and not self._pool_loop.is_running():
+            if not self._pool_loop.is_closed():
+                self._pool_loop.run_until_complete(self.aclose())
+            self._pool = None
+
+
+def state_values(column: pa.Array | pa.ChunkedArray) -> list[Any]:
+    """Each row's state as the client takes it: text, or the JSON value a nested column holds.
+
+    A string column whose bytes are not UTF-8 (a lone surrogate written out by a lenient encoder) is
+    read row by row, so that only those rows fail, with the client's own words for what is wrong.
+    """
+    values: list[Any]
+    try:
+        values = column.to_pylist()
+    except UnicodeDecodeError:
+        values = [_decoded(v) for v in column.cast(pa.binary()).to_pylist()]
+    kind = column.type
+    if pa.types.is_struct(kind) or pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        values = [_without_nulls(v) for v in values]
+    return values
+
+
+def _decoded(raw: bytes | None) -> str | None:
+    if raw is None:
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        # Lone surrogates come back as they were, other bad bytes as escapes: the client names the
+        # first one and that row fails.
+        try:
+            return raw.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            return raw.decode("utf-8", "surrogateescape")
+
+
+def _without_nulls(value: Any) -> Any:
+    """A struct's absent keys come back from Arrow as nulls: a state has them absent, as it was given."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+T = TypeVar("T")
+
+
+class _LoopThread:
+    """An event loop on a thread of its own, for blocking callers."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="jevper-batch", daemon=True)
+        self._thread.start()
+
+    def run(self, coroutine: Any) -> Any:
+        future: Future[Any] = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        return future.result()
+
+    def stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()

@@ -1,0 +1,141 @@
+"""The output's columns: the id, the kept input columns, one struct per question, ``error``, ``usage``.
+
+A question's struct is its System One answer (``ChoiceAnswer.to_api()`` and its siblings), with
+``probabilities`` and ``legend`` as maps; a row that failed has null there and its ``error`` set.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jevper.questions import Choice, Noul, Question, Score
+
+ERROR_COLUMN = "error"
+USAGE_COLUMN = "usage"
+RESERVED = (ERROR_COLUMN, USAGE_COLUMN)
+
+_PROBABILITIES = pa.map_(pa.string(), pa.float64())
+ANSWER_TYPES: dict[type, pa.StructType] = {
+    Choice: pa.struct(
+        [
+            ("type", pa.string()),
+            ("choice", pa.string()),
+            ("probabilities", _PROBABILITIES),
+            ("confidence", pa.float64()),
+        ]
+    ),
+    Noul: pa.struct([("type", pa.string()), ("noul", pa.float64())]),
+    Score: pa.struct(
+        [
+            ("type", pa.string()),
+            ("score", pa.float64()),
+            ("legend", pa.map_(pa.string(), pa.string())),
+            ("probabilities", _PROBABILITIES),
+            ("confidence", pa.float64()),
+        ]
+    ),
+}
+ERROR_TYPE = pa.struct([("type", pa.string()), ("message", pa.string())])
+USAGE_TYPE = pa.struct([("input_tokens", pa.int64()), ("output_tokens", pa.int64())])
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row's outcome: its answers in the API's shape and its tokens, or its error."""
+
+    answers: Mapping[str, Mapping[str, Any]] | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    error: tuple[str, str] | None = None  # (the jevper error's type, its message)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "answers": self.answers,
+            "usage": [self.input_tokens, self.output_tokens],
+            "error": list(self.error) if self.error else None,
+        }
+
+    @classmethod
+    def of_json(cls, value: Mapping[str, Any]) -> Row:
+        usage = value.get("usage") or [None, None]
+        error = value.get("error")
+        return cls(value.get("answers"), usage[0], usage[1], (error[0], error[1]) if error else None)
+
+
+def answer_fields(questions: Sequence[tuple[str, Question]]) -> list[pa.Field]:
+    return [pa.field(qid, ANSWER_TYPES[type(q)]) for qid, q in questions]
+
+
+def result_fields(questions: Sequence[tuple[str, Question]]) -> list[pa.Field]:
+    """The columns every output has after the id and the kept columns."""
+    return [
+        *answer_fields(questions),
+        pa.field(ERROR_COLUMN, ERROR_TYPE),
+        pa.field(USAGE_COLUMN, USAGE_TYPE),
+    ]
+
+
+def result_columns(questions: Sequence[tuple[str, Question]], rows: Sequence[Row]) -> list[pa.Array]:
+    """The answer, error and usage columns of ``rows``, in ``result_fields`` order."""
+    columns: list[pa.Array] = []
+    for qid, question in questions:
+        values = [_cell(row.answers.get(qid)) if row.answers else None for row in rows]
+        columns.append(pa.array(values, type=ANSWER_TYPES[type(question)]))
+    errors = [{"type": r.error[0], "message": r.error[1]} if r.error else None for r in rows]
+    columns.append(pa.array(errors, type=ERROR_TYPE))
+    usage = [
+        None
+        if r.error and r.input_tokens is None
+        else {"input_tokens": r.input_tokens, "output_tokens": r.output_tokens}
+        for r in rows
+    ]
+    columns.append(pa.array(usage, type=USAGE_TYPE))
+    return columns
+
+
+def _cell(answer: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    if answer is None:
+        return None
+    legend = answer.get("legend")
+    if legend is None:
+        return answer
+    # A level may be a JSON object or array as the question gave it: kept as JSON text.
+    shown = {k: v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for k, v in legend.items()}
+    return {**answer, "legend": shown}
+
+
+def flattened(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The batch for CSV: every struct field its own ``column.field`` column, maps as JSON objects."""
+    names: list[str] = []
+    columns: list[pa.Array] = []
+    for name, column in zip(batch.schema.names, batch.columns, strict=True):
+        if pa.types.is_struct(column.type):
+            for i, sub in enumerate(column.type):
+                child = column.field(i)
+                # A null struct's children are not all null by construction: null them with it.
+                if column.null_count:
+                    child = pc.if_else(column.is_null(), pa.scalar(None, child.type), child)
+                names.append(f"{name}.{sub.name}")
+                columns.append(_plain(child))
+        else:
+            names.append(name)
+            columns.append(_plain(column))
+    return pa.RecordBatch.from_arrays(columns, names=names)
+
+
+def _plain(column: pa.Array) -> pa.Array:
+    kind = column.type
+    if pa.types.is_map(kind) or pa.types.is_struct(kind) or pa.types.is_list(kind):
+        values = column.to_pylist()
+        if pa.types.is_map(kind):
+            values = [None if v is None else dict(v) for v in values]
+        return pa.array(
+            [None if v is None else json.dumps(v, ensure_ascii=False) for v in values], type=pa.string()
+        )
+    return column

@@ -1,0 +1,146 @@
+"""Several servers (jevper._upstreams, through the batch core): each kept to its slots, the one with the
+most room asked first, a failing server taken out with its rows asked elsewhere, Retry-After per server."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from conftest import QUESTIONS
+
+from jevper import AsyncSystemOneClient, ProviderError
+from jevper._upstreams import NoUpstreamError, Upstream, Upstreams, blame
+from jevper.batch import BatchClassifier, Server
+from jevper.testing.faults import Script, running
+from jevper.testing.systemone import SystemOneAnswer
+
+HEALTHY = SystemOneAnswer({"questions": QUESTIONS}, "fault-model").body()
+
+
+def healthy_script(n: int, delay: float = 0.0) -> Script:
+    script = Script(delay=delay)
+    for _ in range(n):
+        script.reply("/systemone", 200, HEALTHY)
+    return script
+
+
+def rows(n: int) -> pa.RecordBatch:
+    return pa.record_batch({"id": list(range(n)), "state": [f"state {i}" for i in range(n)]})
+
+
+def classify(servers: list[Server], batch: pa.RecordBatch, **options: Any) -> list[dict[str, Any]]:
+    batcher = BatchClassifier(QUESTIONS, servers, api="systemone", **options)
+    try:
+        return batcher.classify_sync(batch).to_pylist()
+    finally:
+        batcher.close()
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_each_server_keeps_to_its_slots_and_the_one_with_most_room_takes_most_rows() -> None:
+    wide, narrow = healthy_script(40, delay=0.05), healthy_script(40, delay=0.05)
+    with running(script=wide) as a, running(script=narrow) as b:
+        servers = [Server(a.base_url(), "fault-model", slots=3), Server(b.base_url(), "fault-model", slots=1)]
+        out = classify(servers, rows(32))
+    assert all(row["error"] is None for row in out)
+    assert (wide.most_in_flight, narrow.most_in_flight) == (3, 1)
+    assert len(wide.requests) + len(narrow.requests) == 32
+    # Equal answer times: rows go in proportion to the room, 3 to 1 (give or take the last round).
+    assert 22 <= len(wide.requests) <= 26
+
+
+def test_a_server_that_refuses_connections_is_taken_out_and_its_rows_are_asked_elsewhere() -> None:
+    script = healthy_script(30)
+    with running(script=script) as good:
+        dead = Server(f"http://127.0.0.1:{closed_port()}/v1", "fault-model", slots=2)
+        servers = [dead, Server(good.base_url(), "fault-model", slots=2)]
+        batcher = BatchClassifier(QUESTIONS, servers, api="systemone")
+        try:
+            out = batcher.classify_sync(rows(30)).to_pylist()
+            assert batcher.upstreams is not None
+            status = batcher.upstreams.status()
+        finally:
+            batcher.close()
+    assert [row["id"] for row in out if row["error"] is None] == list(range(30))
+    assert len(script.requests) == 30
+    # Out after its first failures, for a cool-down far longer than this run: asked no more than that.
+    assert 1 <= status[0].failed <= 2 and status[0].succeeded == 0
+    assert status[0].out_for > 0 and "could not be reached" in (status[0].last_error or "")
+
+
+def test_a_429_with_retry_after_delays_that_server_only() -> None:
+    paused, steady = Script(), healthy_script(60, delay=0.02)
+    paused.reply(
+        "/systemone",
+        429,
+        {"error": {"message": "slow down", "type": "rate_limit_error"}},
+        headers=[("retry-after", "1")],
+    )
+    for _ in range(60):
+        paused.reply("/systemone", 200, HEALTHY)
+    with running(script=paused) as a, running(script=steady) as b:
+        servers = [Server(a.base_url(), "fault-model", slots=1), Server(b.base_url(), "fault-model", slots=1)]
+        out = classify(servers, rows(60), max_retries=1)
+    assert all(row["error"] is None for row in out)
+    refused_at = paused.requests[0].received_at
+    after = [r.received_at - refused_at for r in paused.requests[1:]]
+    # The paused server is asked nothing for the second it asked for (Retry-After), then again.
+    assert after and min(after) >= 1.0
+    # The other server went on answering meanwhile: about one row per 20 ms, none of them held back.
+    during = [r for r in steady.requests if refused_at < r.received_at < refused_at + 1.0]
+    assert len(during) >= 25
+
+
+def test_when_every_server_fails_over_and_over_the_pool_says_none_can_be_reached() -> None:
+    async def run() -> None:
+        def connect(spec: Upstream) -> AsyncSystemOneClient:
+            from openai import AsyncOpenAI
+
+            return AsyncSystemOneClient(
+                AsyncOpenAI(base_url=spec.base_url, api_key="none", max_retries=0), model=spec.model
+            )
+
+        servers = [Upstream(f"http://127.0.0.1:{closed_port()}/v1", "m", slots=1) for _ in range(2)]
+        pool = Upstreams(servers, connect, cool_down=0.05, give_up_after=2)
+
+        async def call(client: AsyncSystemOneClient) -> Any:
+            return await client.system_one(state="x", questions=QUESTIONS, api="systemone")
+
+        with pytest.raises(ProviderError, match="could not be reached"):
+            await pool.ask(call, attempts=2)
+        with pytest.raises(ProviderError):
+            await pool.ask(call, attempts=2)
+        with pytest.raises(NoUpstreamError, match="expected one of 2 server"):
+            await pool.ask(call, attempts=5)
+        await pool.aclose()
+
+    asyncio.run(asyncio.wait_for(run(), 20))
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "retry_after", "said"),
+    [
+        (None, "unreachable", None, "down"),
+        (None, "timeout", None, "down"),
+        (502, "other", None, "down"),
+        (500, "other", None, "down"),
+        (503, "other", None, "down"),
+        (503, "other", 2.0, "busy"),
+        (429, "other", None, "busy"),
+        (400, "other", None, None),
+        (404, "unknown_model", None, None),
+    ],
+)
+def test_an_error_is_blamed_on_the_server_only_when_another_server_could_answer(
+    status: int | None, kind: str, retry_after: float | None, said: str | None
+) -> None:
+    error = ProviderError("x", status=status, server_message="x", kind=kind, retry_after=retry_after)
+    assert blame(error) == said
