@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from conftest import QUESTIONS, posts
+from _batch_data import QUESTIONS, posts
 from openai import AsyncOpenAI
 
 from jevper import AsyncSystemOneClient, InvalidQuestionError

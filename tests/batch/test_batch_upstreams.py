@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from conftest import QUESTIONS
+from _batch_data import QUESTIONS
 
 from jevper import AsyncSystemOneClient, ProviderError
 from jevper._upstreams import NoUpstreamError, Upstream, Upstreams, blame
