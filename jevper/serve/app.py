@@ -3,8 +3,10 @@
 Each System One request is checked in order (the key, the requests in flight, the body's size, the
 body itself) before anything reaches the upstream; the questions are then asked through one
 ``AsyncSystemOneClient``, whose ``max_concurrency`` is the pool every question of every request shares.
-A bad request gets a 4xx that names the field; only the upstream's failures are 5xx (502, or 504 for
-its timeout). Nothing of a key is logged.
+A bad request gets a 4xx that names the field; the upstream's failures are 502 (or 504 for its
+timeout), and anything the gateway did not expect a JSON 500 naming the request's id, under which the
+traceback is logged. Settings that cannot work are refused when the app is made. Nothing of a key is
+logged.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import hmac
 import logging
 import time
+import uuid
 from typing import Any
 
 from starlette.applications import Starlette
@@ -28,7 +31,7 @@ from jevper import (
     MalformedAnswerError,
     ProviderError,
 )
-from jevper.serve.config import GatewayConfig
+from jevper.serve.config import ConfigError, GatewayConfig, flagged
 from jevper.serve.validation import Invalid, Problem, parse
 
 log = logging.getLogger("jevper.serve")
@@ -66,10 +69,18 @@ def upstream_client(config: GatewayConfig) -> AsyncSystemOneClient:
     )
 
 
+def checked_client(config: GatewayConfig) -> AsyncSystemOneClient:
+    """The upstream client, or a ConfigError naming the flag whose value the client refuses."""
+    try:
+        return upstream_client(config)
+    except InvalidQuestionError as refused:
+        raise ConfigError(flagged(str(refused))) from None
+
+
 class Gateway:
     def __init__(self, config: GatewayConfig, client: AsyncSystemOneClient | None = None) -> None:
         self.config = config
-        self.client = client or upstream_client(config)
+        self.client = client or checked_client(config)
         self.in_flight = 0
         self._keys = [key.encode() for key in config.api_keys]
 
@@ -83,6 +94,8 @@ class Gateway:
         started = time.monotonic()
         try:
             response = await self._answer(request)
+        except Exception:
+            response = self._unexpected()
         finally:
             self.in_flight -= 1
         log.info(
@@ -209,6 +222,21 @@ class Gateway:
         reply: dict[str, Any] = answered.to_api()
         reply["model"] = self.config.model
         return JSONResponse(reply)
+
+    def _unexpected(self) -> Response:
+        """A JSON 500 naming an id that the traceback is logged under (called in an except block)."""
+        request_id = uuid.uuid4().hex
+        log.exception("POST /v1/systemone request %s failed unexpectedly", request_id)
+        message = (
+            "expected to answer or to name what was wrong, got an error the gateway did not expect on "
+            f"request {request_id}; retry, and if it recurs report that id, under which the gateway "
+            "logged what happened"
+        )
+        return JSONResponse(
+            {"error": {"type": "internal_error", "message": message, "request_id": request_id}},
+            status_code=500,
+            headers={"x-request-id": request_id},
+        )
 
     def _upstream_failed(self, failed: ProviderError) -> Response:
         if failed.kind == "timeout":

@@ -13,9 +13,10 @@ import logging
 import os
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
-from jevper.serve.config import DEFAULT_PORT, GatewayConfig
+from jevper.serve.config import DEFAULT_PORT, ConfigError, GatewayConfig
 
 KEYS_ENV, UPSTREAM_KEY_ENV = "JEVPER_SERVE_API_KEYS", "JEVPER_UPSTREAM_API_KEY"
 
@@ -67,8 +68,6 @@ def _json_object(text: str) -> dict[str, Any]:
 @contextlib.contextmanager
 def _upstream(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
     if not args.spawn:
-        if not args.upstream or not args.model:
-            raise SystemExit("python -m jevper.serve: --upstream and --model are required (or --spawn)")
         yield args.upstream.rstrip("/"), args.model
         return
     from jevper.servers.llamacpp import spawn_llamacpp
@@ -76,6 +75,32 @@ def _upstream(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
     slots = ("--ctx-size", str(4096 * args.pool), "-np", str(args.pool), "--jinja")
     with spawn_llamacpp(extra_args=slots) as server:
         yield server.base_url, args.model or server.model
+
+
+#: What the settings are checked with before --spawn has started the upstream they will point at.
+_NOT_YET_SPAWNED = "http://127.0.0.1/v1"
+
+
+def planned(args: argparse.Namespace, keys: tuple[str, ...] = ()) -> GatewayConfig:
+    """The configuration the options ask for, checked before anything starts (ConfigError names the
+    flags); with --spawn, its upstream is set once the embedded server runs."""
+    config = GatewayConfig(
+        upstream=args.upstream.rstrip("/") if args.upstream else _NOT_YET_SPAWNED,
+        model=args.model or "the embedded model",
+        api=args.api,
+        method=args.method,
+        extra_body=args.extra_body,
+        upstream_api_key=os.environ.get(UPSTREAM_KEY_ENV) or None,
+        api_keys=keys,
+        pool=args.pool,
+        max_in_flight=args.max_in_flight,
+        max_body_bytes=args.max_body_bytes,
+        timeout=args.timeout,
+    )
+    from jevper.serve.app import checked_client
+
+    checked_client(config)  # the client's own checks of what it is given; no request is sent
+    return config
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -93,20 +118,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     keys = tuple(args.api_key) + tuple(k for k in os.environ.get(KEYS_ENV, "").split(",") if k)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    if not args.spawn and not (args.upstream and args.model):
+        print("python -m jevper.serve: --upstream and --model are required (or --spawn)", file=sys.stderr)
+        return 2
+    try:
+        # A setting that cannot work is refused here, once, rather than on every request.
+        checked = planned(args, keys)
+    except ConfigError as refused:
+        print(f"python -m jevper.serve: {refused}", file=sys.stderr)
+        return 2
     with _upstream(args) as (upstream, model):
-        config = GatewayConfig(
-            upstream=upstream,
-            model=model,
-            api=args.api,
-            method=args.method,
-            extra_body=args.extra_body,
-            upstream_api_key=os.environ.get(UPSTREAM_KEY_ENV) or None,
-            api_keys=keys,
-            pool=args.pool,
-            max_in_flight=args.max_in_flight,
-            max_body_bytes=args.max_body_bytes,
-            timeout=args.timeout,
-        )
+        config = replace(checked, upstream=upstream, model=model)
         print(
             f"jevper.serve: POST http://{args.host}:{args.port}/v1/systemone -> {model} at {upstream} "
             f"({args.api}, pool {args.pool}, {len(keys)} key(s))",

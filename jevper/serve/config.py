@@ -1,12 +1,37 @@
-"""What a gateway is started with: its upstream, how it asks it, and the bounds it keeps."""
+"""What a gateway is started with: its upstream, how it asks it, and the bounds it keeps.
+
+A configuration that cannot work is refused when it is made (at start-up), naming the command-line
+flags, never on each request as if the client had sent something wrong.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 DEFAULT_PORT = 8090
+
+#: The command-line flag of each setting (and of the client option it becomes), for messages.
+FLAGS = {
+    "upstream": "--upstream",
+    "model": "--model",
+    "api": "--api",
+    "method": "--method",
+    "extra_body": "--extra-body",
+    "pool": "--pool",
+    "max_concurrency": "--pool",
+    "max_in_flight": "--max-in-flight",
+    "max_body_bytes": "--max-body-bytes",
+    "timeout": "--timeout",
+}
+#: The methods that read a label's probability from logprobs, which the Messages API does not carry.
+LOGPROB_METHODS = ("logprobs", "grammar")
+
+
+class ConfigError(ValueError):
+    """The gateway cannot run with these settings; the message names the flags and what to change."""
 
 
 @dataclass(frozen=True)
@@ -27,3 +52,30 @@ class GatewayConfig:
     max_body_bytes: int = 4 * 1024 * 1024
     timeout: float = 60.0  # seconds per upstream request
     retry_after_s: int = 1  # what a 429 asks the client to wait
+
+    def __post_init__(self) -> None:
+        for name in ("pool", "max_in_flight", "max_body_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{FLAGS[name]}: expected a whole number of at least 1, got {value!r}")
+        timeout = self.timeout
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not math.isfinite(timeout)
+            or timeout <= 0
+        ):
+            raise ConfigError(f"--timeout: expected a positive number of seconds, got {timeout!r}")
+        if self.api == "messages" and self.method in LOGPROB_METHODS:
+            raise ConfigError(
+                f"--api {self.api} --method {self.method}: expected a method the Messages API can answer "
+                "with, got one that reads logprobs, which it does not carry; start the gateway with "
+                "--method structured (or discrete, or auto), or with --api chat_completions or responses"
+            )
+
+
+def flagged(message: str) -> str:
+    """A client option's error as the gateway's: ``timeout: expected …`` becomes ``--timeout: …``."""
+    name, sep, rest = message.partition(":")
+    option = name.split("=")[0].strip()
+    return f"{FLAGS[option]} ({name}){sep}{rest}" if option in FLAGS and sep else message

@@ -9,6 +9,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import subprocess
+import sys
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
+from jevper import AsyncSystemOneClient
 from jevper.serve import GatewayConfig, create_app
+from jevper.serve.config import ConfigError
+from jevper.servers.process import free_port
 from jevper.testing.bodies import chat_label
 from jevper.testing.faults import FaultServer, running
 
@@ -288,3 +294,78 @@ def test_the_command_line_takes_an_extra_body_object_and_refuses_anything_else(
     with pytest.raises(SystemExit):
         parser().parse_args(["--extra-body", "[1]"])
     assert "expected a JSON object, got list" in capsys.readouterr().err
+
+
+def test_messages_with_a_logprob_method_is_refused_at_start_up_naming_both_flags(
+    upstream: FaultServer,
+) -> None:
+    # A subprocess, so a gateway that starts serving instead of refusing fails by its time-out.
+    command = [sys.executable, "-m", "jevper.serve", "--upstream", upstream.base_url(), "--model", "smollm2"]
+    command += ["--api", "messages", "--method", "logprobs", "--port", str(free_port())]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "--api messages --method logprobs: expected a method the Messages API can answer" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--pool", "0"], "--pool: expected a whole number of at least 1, got 0"),
+        (["--max-in-flight", "0"], "--max-in-flight: expected a whole number of at least 1, got 0"),
+        (["--max-body-bytes", "-1"], "--max-body-bytes: expected a whole number of at least 1, got -1"),
+        (["--timeout", "0"], "--timeout: expected a positive number of seconds, got 0.0"),
+        (["--extra-body", '{"stream": true}'], "--extra-body (extra_body): expected stream to be absent"),
+        (["--api", "messages", "--method", "grammar"], "--api messages --method grammar: expected"),
+    ],
+)
+def test_settings_that_cannot_work_are_refused_before_anything_starts(flags: list[str], named: str) -> None:
+    from jevper.serve.cli import parser, planned
+
+    # With --spawn the check comes before llama.cpp is started.
+    for behind in (["--spawn"], ["--upstream", "http://127.0.0.1:9/v1", "--model", "m"]):
+        with pytest.raises(ConfigError) as refused:
+            planned(parser().parse_args([*behind, *flags]))
+        assert named in str(refused.value)
+
+
+def test_a_config_that_cannot_work_cannot_be_made(upstream: FaultServer) -> None:
+    with pytest.raises(ConfigError, match=r"^--api messages --method logprobs: "):
+        GatewayConfig(upstream=upstream.base_url(), model="smollm2", api="messages", method="logprobs")
+    config = GatewayConfig(upstream=upstream.base_url(), model="smollm2", extra_body={"stream": True})
+    with pytest.raises(ConfigError, match=r"^--extra-body \(extra_body\): expected stream"):
+        create_app(config)
+
+
+class _FailingCompletions:
+    """A Chat Completions resource that fails the way no jevper error does: a bug, as far as the gateway
+    can tell."""
+
+    async def create(self, **_: Any) -> Any:
+        raise RuntimeError("an error nobody anticipated")
+
+
+class _FailingSDK:
+    def __init__(self) -> None:
+        self.chat = types.SimpleNamespace(completions=_FailingCompletions())
+
+
+def test_an_unexpected_error_is_a_json_500_naming_the_request_it_was_logged_under(
+    upstream: FaultServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = GatewayConfig(upstream=upstream.base_url(), model="smollm2", api="chat_completions")
+    client = AsyncSystemOneClient(_FailingSDK(), model="smollm2", api="chat_completions")
+    app = TestClient(create_app(config, client), raise_server_exceptions=True)
+    with caplog.at_level(logging.INFO, logger="jevper.serve"), app:
+        reply = app.post("/v1/systemone", json=VALID)
+        assert app.get("/health").json()["in_flight"] == 0
+    assert reply.status_code == 500
+    assert reply.headers["content-type"] == "application/json"
+    error = reply.json()["error"]
+    assert error["type"] == "internal_error"
+    assert error["request_id"] == reply.headers["x-request-id"]
+    assert f"request {error['request_id']}" in error["message"]
+    logged = [r for r in caplog.records if error["request_id"] in r.getMessage()]
+    assert len(logged) == 1
+    assert logged[0].exc_info is not None and "an error nobody anticipated" in str(logged[0].exc_info[1])
+    assert "POST /v1/systemone 500" in caplog.text
