@@ -82,7 +82,7 @@ class BaseClient:
                 "surface": memory.route(model),
                 "why": route.why if route else "preferred surface",
             }
-            native = memory.native_route(model)
+            native = memory.discovery(model)
             if native is not None:
                 debug["route"]["discovery"] = native.why
         usage = total(r for one in answered for r in one.trail.results)

@@ -35,6 +35,9 @@ class Memory:
     one_hot: dict[tuple[str, PromptSurface], Note] = field(default_factory=dict)
     # api="auto": model -> NATIVE (System One answers it) or PROMPT (the prompt surfaces do), and why
     native: dict[str, Note] = field(default_factory=dict)
+    # api="auto": model -> how many GET /models failed without an answer (a timeout, a 503), and the last
+    # one's why; never settled, so a later call asks again
+    unanswered: dict[str, tuple[int, Note]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def route(self, model: str) -> PromptSurface:
@@ -74,6 +77,28 @@ class Memory:
     def settle(self, model: str, value: str, why: str) -> None:
         with self._lock:
             self.native[model] = Note(value, why)
+
+    def failed_discoveries(self, model: str) -> int:
+        """How many times the model list failed to answer for ``model`` so far."""
+        return self.unanswered.get(model, (0, None))[0]
+
+    def discovery_failed(self, model: str, why: str) -> Note:
+        """Note a model list that failed to answer: this call goes to the prompt surfaces, a later one asks
+        again."""
+        with self._lock:
+            count = self.unanswered.get(model, (0, None))[0] + 1
+            note = Note(PROMPT, why)
+            self.unanswered[model] = (count, note)
+        return note
+
+    def discovery(self, model: str) -> Note | None:
+        """What api="auto" last learnt about ``model`` from the model list: its answer, else the last
+        failure to get one."""
+        settled = self.native.get(model)
+        if settled is not None:
+            return settled
+        failed = self.unanswered.get(model)
+        return None if failed is None else failed[1]
 
     def server_limits(self, model: str, surface: PromptSurface) -> dict[str, str]:
         return dict(self.limits.get((model, surface), {}))

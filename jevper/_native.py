@@ -17,6 +17,7 @@ from jevper._json import Json
 from jevper._memory import NATIVE, PROMPT, Memory, Note
 from jevper._options import Options, native_only
 from jevper._routes import Fetch
+from jevper._transport import should_retry
 from jevper._wire import model_list, systemone
 from jevper.models import Answer, ChoiceAnswer, NoulAnswer, ScoreAnswer, SystemOneResponse, Usage
 from jevper.questions import Choice, Noul, Question
@@ -27,26 +28,53 @@ METHOD = "native"
 
 
 def discovers(options: Options, memory: Memory) -> bool:
-    """Whether this call asks GET /models first: api="auto" and method="auto", the model not yet settled."""
+    """Whether this call asks GET /models first: api="auto" and method="auto", the model not yet settled
+    (never answered, or only failed to answer)."""
     return options.api == "auto" and options.method == "auto" and memory.native_route(options.model) is None
 
 
-def discover(options: Options, memory: Memory) -> Generator[Fetch, Mapping[str, Any], Note]:
-    """Ask GET /models once for this model and remember what it says; any failure means "not a decision
-    model", remembered with why, and the call goes on as before System One existed."""
+def discover(
+    options: Options, memory: Memory, failures: int = 0
+) -> Generator[Fetch, Mapping[str, Any], Note]:
+    """Ask GET /models for this model and remember what it answers; an answer that is not a listing (a
+    404, a body that is not one) means "not a decision model", remembered with why, and the call goes on
+    as before System One existed. A failure to answer at all (a timeout, an unreachable server, a 503) is
+    not remembered as an answer: this call goes to the prompt surfaces, and a later one asks again.
+
+    ``failures``: how many failures the caller had seen before it waited its turn; a failure since then
+    (another call's, while this one waited) is shared rather than asked again."""
     settled = memory.native_route(options.model)
     if settled is not None:
         return settled
+    if memory.failed_discoveries(options.model) > failures:
+        failed = memory.discovery(options.model)
+        assert failed is not None
+        return failed
     timeout = min(options.timeout, DISCOVERY_TIMEOUT)
     try:
         body = yield Fetch("GET", model_list.ROUTE, None, options.model, timeout)
         listing = model_list.decision_model(body, options.model)
     except JevperError as error:
+        if _unanswered(error):
+            return memory.discovery_failed(
+                options.model, f"GET /models failed, so not asked through System One this time: {error}"
+            )
         listing = model_list.Listing(False, f"GET /models failed, so not a decision model: {error}")
     memory.settle(options.model, NATIVE if listing.decisions else PROMPT, listing.why)
     note = memory.native_route(options.model)
     assert note is not None
     return note
+
+
+def _unanswered(error: JevperError) -> bool:
+    """A failure that says nothing about the model: the server was not reached in time, or said "not
+    now" (408, 409, 429, or a 5xx other than 501, which answers that the request is not supported)."""
+    if not isinstance(error, ProviderError):
+        return False
+    if error.kind in ("timeout", "unreachable"):
+        return True
+    status = error.status
+    return status is not None and (should_retry(status) or (status >= 500 and status != 501))
 
 
 def answer(

@@ -64,9 +64,10 @@ class AsyncSystemOneClient(BaseClient):
         """The call answered by System One, or None for the prompt surfaces."""
         options, memory = call.options, self._memory
         if _native.discovers(options, memory):
+            failures = memory.failed_discoveries(options.model)
             lock = self._discovery.setdefault(asyncio.get_running_loop(), asyncio.Lock())
             async with lock:
-                await self._drive(_native.discover(options, memory), self._fetch)
+                await self._drive(_native.discover(options, memory, failures), self._fetch)
         return await self._drive(_native.answer(options, call.given, call.questions, memory), self._fetch)
 
     async def _fetch(self, request: _routes.Fetch) -> Mapping[str, Any]:

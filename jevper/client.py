@@ -77,8 +77,9 @@ class SystemOneClient(BaseClient):
         """The call answered by System One, or None for the prompt surfaces."""
         options, memory = call.options, self._memory
         if _native.discovers(options, memory):
+            failures = memory.failed_discoveries(options.model)
             with self._discovery:
-                self._drive(_native.discover(options, memory), self._fetch)
+                self._drive(_native.discover(options, memory, failures), self._fetch)
         return self._drive(_native.answer(options, call.given, call.questions, memory), self._fetch)
 
     def _fetch(self, request: _routes.Fetch) -> Mapping[str, Any]:

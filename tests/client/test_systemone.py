@@ -8,7 +8,7 @@ import asyncio
 import dataclasses
 import json
 import threading
-from typing import Any
+from typing import Any, ClassVar
 
 import openai
 import pytest
@@ -593,7 +593,6 @@ def test_auto_on_a_server_that_predates_decision_models_carries_on_as_before(loo
             {"error": {"message": "File Not Found", "type": "not_found_error", "code": 404}},
             "GET /models failed",
         ),
-        (500, {"error": {"message": "boom"}}, "GET /models failed"),
         (200, "this is not JSON", "GET /models failed"),
         (200, {"object": "list"}, "without a 'data' list"),
         (
@@ -620,16 +619,71 @@ def test_a_model_list_that_fails_or_says_nothing_means_not_a_decision_model_reme
 class TimingOut(openai.OpenAI):
     """The real SDK, whose model list never comes."""
 
+    asked: ClassVar[list[str]] = []  # shared with the copy jevper makes with the SDK's retries off
+
     def get(self, *args: Any, **kwargs: Any) -> Any:
+        self.asked.append(str(args[0] if args else kwargs.get("path")))
         raise openai.APITimeoutError(request=None)  # type: ignore[arg-type]
 
 
-def test_a_model_list_that_times_out_means_not_a_decision_model(loopback: Any) -> None:
+def test_a_model_list_that_times_out_sends_this_call_to_the_prompt_surfaces_and_the_next_asks_again(
+    loopback: Any,
+) -> None:
+    loopback.reply("/responses", 200, responses_label())
     loopback.reply("/responses", 200, responses_label())
     client = TimingOut(base_url=loopback.url, api_key="local", max_retries=0)
-    response = SystemOneClient(client, model="laya").system_one(state=STATE, questions={"topic": TOPIC})
-    assert "GET /models failed, so not a decision model" in response.debug["route"]["discovery"]
-    assert "timeout" in response.debug["route"]["discovery"]
+    TimingOut.asked.clear()
+    asked = SystemOneClient(client, model="laya")
+    response = asked.system_one(state=STATE, questions={"topic": TOPIC})
+    discovery = response.debug["route"]["discovery"]
+    assert "GET /models failed, so not asked through System One this time" in discovery
+    assert "timeout" in discovery
+    asked.system_one(state=STATE, questions={"topic": TOPIC})
+    assert len(TimingOut.asked) == 2  # nothing was settled, so the second call asked again
+
+
+@pytest.mark.parametrize("status", [429, 500, 502, 503, 504])
+def test_a_model_list_that_fails_for_now_is_asked_again_and_only_its_answer_is_remembered(
+    loopback: Any, fixtures: Any, status: int
+) -> None:
+    loopback.model_list(status, {"error": {"message": "the server is loading the model"}})
+    loopback.reply("/responses", 200, responses_label())
+    replay(loopback, fixtures)
+    replay(loopback, fixtures)
+    asked = auto(loopback)
+    first = asked.system_one(state=STATE, questions={"topic": TOPIC})
+    assert (
+        "GET /models failed, so not asked through System One this time" in first.debug["route"]["discovery"]
+    )
+    assert first.answers["topic"].surface == "responses"
+    loopback.model_list(200, DECISIONS)
+    second = asked.system_one(state=STATE, questions=QUESTIONS)
+    third = asked.system_one(state=STATE, questions=QUESTIONS)
+    # Asked again on the second call; its answer settles the model, so the third asks nothing.
+    assert len(loopback.listed) == 2
+    assert second.answers["topic"].method == third.answers["topic"].method == "native"
+    assert "a decision model" in third.debug["route"]["why"]
+
+
+def test_concurrent_first_calls_share_one_failed_model_list(loopback: Any) -> None:
+    loopback.model_list(503, {"error": {"message": "the server is loading the model"}})
+    loopback.delay = 0.2  # the calls overlap while the model list is asked
+    for _ in range(3):
+        loopback.reply("/responses", 200, responses_label())
+    client = AsyncSystemOneClient(
+        AsyncOpenAI(base_url=loopback.url, api_key="local", max_retries=0), model="laya"
+    )
+
+    async def three() -> list[SystemOneResponse]:
+        return list(
+            await asyncio.gather(
+                *(client.system_one(state=STATE, questions={"topic": TOPIC}) for _ in range(3))
+            )
+        )
+
+    responses = asyncio.run(three())
+    assert len(loopback.listed) == 1
+    assert all(r.answers["topic"].surface == "responses" for r in responses)
 
 
 def test_a_501_under_auto_moves_the_model_to_the_prompt_surfaces_answers_and_remembers(
