@@ -82,7 +82,16 @@ WORDINGS: tuple[Wording, ...] = (
     _w("vLLM", 400, r"(?P<field>max_tokens)=\d+ cannot be greater than", "field_refused"),
     _w("vLLM", 400, r"'loc': 'body\.(?P<field>\w+)", "field_refused"),
     _w("vLLM", 400, r"body\.(?P<field>output_config|thinking)\b", "field_refused"),
-    _w("SGLang", 400, r"\b(?P<field>thinking|output_config)\b", "field_refused"),
+    # SGLang 0.5.9 has no `thinking` field on its Messages route and refuses it with a 400 (it accepts
+    # output_config); a request model that forbids an unknown field says so in pydantic's words, naming
+    # the field by its place in the body. Another 400 that merely mentions thinking is not this.
+    _w(
+        "SGLang",
+        400,
+        r"(?is)^(?=.*(?:extra_forbidden|extra inputs are not permitted))"
+        r"(?=.*(?:\bbody\.|'body',\s*')(?P<field>thinking)\b)",
+        "field_refused",
+    ),
     _w("OpenAI", 400, r"Unrecognized request argument supplied: (?P<field>\w+)", "field_refused"),
     _w("vLLM, SGLang, llama.cpp", None, r"System message must be at the beginning", "system_position"),
     _w("SGLang", 400, r"Unexpected message role", "role_refused"),

@@ -331,6 +331,54 @@ def test_the_corrective_retry_after_a_dropped_field_leaves_the_field_out(loopbac
     assert response.debug["questions"]["q"]["requests"] == 3
 
 
+#: SGLang 0.5.9 refuses `thinking` on /v1/messages with a 400 because its request model has no such field
+#: (shared/seed/local-servers.md, "The Messages route"); the reference does not quote the body, so this is
+#: pydantic's refusal of an unknown field in the loc-list form, the words such a request model uses.
+SGLANG_NO_THINKING = {
+    "object": "error",
+    "message": "[{'type': 'extra_forbidden', 'loc': ('body', 'thinking'), 'msg': 'Extra inputs are not "
+    "permitted', 'input': {'type': 'enabled', 'budget_tokens': 1024}}]",
+    "type": "BadRequestError",
+    "param": None,
+    "code": 400,
+}
+
+
+def test_sglangs_refusal_of_the_thinking_field_drops_it_and_re_asks(loopback: Any) -> None:
+    loopback.reply("/messages", 400, SGLANG_NO_THINKING)
+    loopback.reply("/messages", 200, messages_body(JSON_ANSWER))
+    asked = anthropic_client(loopback, method="structured", reasoning=ReasoningConfig(budget_tokens=1024))
+    response = asked.system_one(state=STATE, questions={"q": INTENT})
+    assert ["thinking" in body for body in loopback.bodies("/messages")] == [True, False]
+    assert "extra_forbidden" in response.debug["server_limits"]["thinking"]
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        # Not a refusal of the field: its value, or the budget against another limit (composed wordings).
+        "thinking.budget_tokens: Input should be greater than or equal to 1024",
+        "max_tokens must be greater than thinking.budget_tokens",
+        "The model is still thinking about another request; try again",
+    ],
+)
+def test_a_400_that_only_mentions_thinking_is_reported_and_the_budget_is_kept(
+    loopback: Any, words: str
+) -> None:
+    loopback.reply(
+        "/messages", 400, {"type": "error", "error": {"type": "invalid_request_error", "message": words}}
+    )
+    loopback.reply("/messages", 200, messages_body(JSON_ANSWER))
+    asked = anthropic_client(loopback, method="structured", reasoning=ReasoningConfig(budget_tokens=1024))
+    with pytest.raises(ProviderError, match="answered 400") as caught:
+        asked.system_one(state=STATE, questions={"q": INTENT})
+    assert caught.value.field is None
+    # Nothing was dropped or remembered: the next call still carries the caller's reasoning budget.
+    response = asked.system_one(state=STATE, questions={"q": INTENT})
+    assert ["thinking" in body for body in loopback.bodies("/messages")] == [True, True]
+    assert response.debug["server_limits"] == {}
+
+
 def test_vllms_vendor_400_on_output_config_format_type_is_classified_as_that_field(
     loopback: Any, fixtures: Any
 ) -> None:
