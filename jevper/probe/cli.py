@@ -18,8 +18,8 @@ from pathlib import Path
 from jevper.probe import diff
 from jevper.probe.catalogue import Catalogue, CatalogueError, load_catalogue
 from jevper.probe.presets import Preset, get_preset, load_presets
-from jevper.probe.recording import UNANSWERED, Layout, MergeError, check_merge, iter_recordings, save_results
-from jevper.probe.runner import ProbeRun
+from jevper.probe.recording import UNANSWERED, Layout, MergeError, ProbeResult, check_merge
+from jevper.probe.runner import Sent
 from jevper.servers import SpawnedServer, SpawnError, load_spawner
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -134,6 +134,7 @@ class _Run:
             counts[result.outcome] = counts.get(result.outcome, 0) + 1
         summary = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
         print(f"{len(report.recording.probes)} probes in {report.wall_time_s} s: {summary}")
+        _say_ungraded(report.recording.probes)
         if not report.complete:
             print(f"not run (no answer): {', '.join(report.not_run)}", file=sys.stderr)
             print(
@@ -150,7 +151,8 @@ class _Run:
         for path in render_all(self.layout):
             print(f"generated {path}")
         print_matrix(report.recording, self.catalogue)
-        return EXIT_OK
+        # Recorded in full, but a verdict is missing until the classifier is mended and `replay` run.
+        return EXIT_INCOMPLETE if any(r.outcome == "ungraded" for r in report.recording.probes) else EXIT_OK
 
 
 def command_line(argv: Sequence[str], api_key: str | None) -> str:
@@ -168,11 +170,18 @@ def command_line(argv: Sequence[str], api_key: str | None) -> str:
     return shlex.join(["python", "-m", "jevper.probe", *shown])
 
 
-def _progress(index: int, total: int, run: ProbeRun) -> None:
-    status = "-" if run.status is None else str(run.status)
+def _progress(index: int, total: int, sent: Sent) -> None:
+    status = "-" if sent.status is None else str(sent.status)
     width = len(str(total))
-    line = f"[{index:>{width}}/{total}] {run.probe.id:<34} {status:>3} {run.verdict.outcome:<9}"
-    print(f"{line} {run.elapsed_s:6.2f}s", flush=True)
+    line = f"[{index:>{width}}/{total}] {sent.probe.id:<34} {status:>3} {sent.outcome:<9}"
+    print(f"{line} {sent.elapsed_s:6.2f}s", flush=True)
+
+
+def _say_ungraded(results: Sequence[ProbeResult]) -> None:
+    """A probe whose cassette its classifier could not read: recorded, not graded; say which and why."""
+    for result in results:
+        if result.outcome == "ungraded":
+            print(f"{result.id}: {result.verdict} ({result.evidence})", file=sys.stderr)
 
 
 # --- replay, report, list, diff ----------------------------------------------------------------------
@@ -193,7 +202,7 @@ def run_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if _no_match(args, catalogue):
         return EXIT_USAGE
     layout = _layout(args)
-    recordings = [r for r in iter_recordings(layout) if r.provenance == "recorded"]
+    recordings = [r for r in layout.recordings() if r.provenance == "recorded"]
     if args.server:
         recordings = [r for r in recordings if r.server == args.server]
     if args.server_version:
@@ -204,15 +213,18 @@ def run_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
     status = EXIT_OK
     selected = {p.id for p in catalogue.select(args.only)}
     for recording in recordings:
-        print(f"replaying {recording.key} from {layout.fixture_dir(recording.key)} (offline)")
+        print(f"grading {recording.key} again from the cassettes in {recording.folder} (offline)")
         probes = catalogue.select(args.only)
-        fresh = replay(recording, probes, catalogue=catalogue, layout=layout, progress=_progress)
+        fresh = replay(recording, probes, catalogue=catalogue)
         changed = [
             new.id
             for old, new in zip(recording.probes, fresh.probes, strict=True)
             if (old.outcome, old.verdict, old.status) != (new.outcome, new.verdict, new.status)
         ]
         faults = [r.id for r in fresh.probes if r.outcome in UNANSWERED and r.id in selected]
+        _say_ungraded([r for r in fresh.probes if r.id in selected])
+        if any(r.outcome == "ungraded" and r.id in selected for r in fresh.probes):
+            status = EXIT_INCOMPLETE
         print(
             f"{len(fresh.probes) - len(changed)} verdicts identical to the recorded index"
             + (f"; changed: {', '.join(changed)}" if changed else "")
@@ -220,7 +232,7 @@ def run_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
         if faults:
             print(f"no answer to replay for: {', '.join(faults)}", file=sys.stderr)
             status = EXIT_INCOMPLETE
-        save_results(fresh, layout.results_path(recording.key))
+        fresh.save()
     for path in render_all(layout):
         print(f"generated {path}")
     return status
@@ -263,7 +275,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
         record_arguments,
         run_record,
     ),
-    "replay": ("recompute every verdict from the cassettes, offline", replay_arguments, run_replay),
+    "replay": ("grade every recording again from its cassettes, offline", replay_arguments, run_replay),
     "report": ("regenerate every generated file from the fixtures, offline", report_arguments, run_report),
     "diff": ("every probe whose verdict differs between two recordings", diff.add_arguments, run_diff),
     "list": ("the probe ids, their surfaces, and which are canonical", list_arguments, run_list),

@@ -10,14 +10,14 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from jevper.probe.cassettes import CASSETTE_SUFFIX, CassetteError, load_exchanges
+from jevper.probe.cassettes import CassetteError, load_exchanges
 from jevper.probe.catalogue import Catalogue, load_catalogue
 from jevper.probe.presets import load_presets
 from jevper.probe.recording import Layout, ProbeResult, Recording, repository_root
@@ -140,18 +140,18 @@ def build_page(
     recordings: Iterable[Recording],
     catalogue: Catalogue,
     *,
-    cassettes: Mapping[str, Path],
     source: str,
     command: str = COMMAND,
 ) -> Page:
     """Arrange recordings into the page's grid; the order depends only on the data (deterministic).
 
     Rows follow the catalogue (a probe no recording has still gets its row), grouped by its topics;
-    `cassettes` maps a recording's key to the folder of its cassettes (transcribed columns have none).
+    a cell's exchanges are read from its recording's cassette (transcribed columns have none).
     """
     ordered = sorted(recordings, key=_column_order)
     columns = [_column(r) for r in ordered]
     by_key = {r.key: {p.id: p for p in r.probes} for r in ordered}
+    owner = {r.key: r for r in ordered}
     previous = _previous_release(columns)
     known = {p.id for p in catalogue.probes}
     extra = [p for r in ordered for p in r.probes if p.id not in known]
@@ -170,7 +170,7 @@ def build_page(
                 changed_from = None
                 if earlier and before and _changed(before, result):
                     changed_from = (earlier.release, before.verdict)
-                cells.append(_make_cell(column, probe.id, result, cassettes.get(column.key), changed_from))
+                cells.append(_make_cell(column, probe.id, result, owner[column.key], changed_from))
             surface = SURFACES.get(probe.surface, probe.surface)
             rows.append(Row(probe.id, probe.surface, surface, tuple(cells)))
         if rows:
@@ -195,12 +195,11 @@ def render_index(
     recordings: Iterable[Recording],
     catalogue: Catalogue,
     *,
-    cassettes: Mapping[str, Path],
     source: str,
     command: str = COMMAND,
 ) -> str:
     """The page as one HTML string with its CSS and JS inline."""
-    page = build_page(recordings, catalogue, cassettes=cassettes, source=source, command=command)
+    page = build_page(recordings, catalogue, source=source, command=command)
     return _environment().get_template("index.html.j2").render(page=page)
 
 
@@ -218,13 +217,12 @@ def render_layout(
         from jevper.probe.reports import columns  # reports loads the catalogue and the reference
 
         recordings = columns(layout)
-    cassettes = {r.key: layout.fixture_dir(r.key) for r in recordings if r.provenance == "recorded"}
     command = COMMAND
-    if layout.results_root is not None:  # an --out folder, not the repository
-        command = f"{COMMAND} --out {_source(layout.reports_dir.parent)}"
+    if layout.out_dir is not None:  # an --out folder, not the repository
+        command = f"{COMMAND} --out {_source(layout.out_dir)}"
     source = _source(layout.fixtures_root)
     catalogue = catalogue or load_catalogue()
-    return render_index(recordings, catalogue, cassettes=cassettes, source=source, command=command)
+    return render_index(recordings, catalogue, source=source, command=command)
 
 
 def write_index(layout: Layout) -> Path:
@@ -285,7 +283,7 @@ def _column(recording: Recording) -> Column:
         model_name=recording.model_name,
         provenance=recording.provenance,
         recorded_on=recording.recorded_on
-        + "".join(f", {len(u.probes)} probes re-run {u.recorded_on}" for u in recording.updates),
+        + "".join(f", {len(u.probes)} probes re-run {u.run.recorded_on}" for u in recording.later),
         counts=(),
     )
 
@@ -322,7 +320,7 @@ def _changed(before: ProbeResult | None, after: ProbeResult | None) -> bool:
 def _kind(result: ProbeResult | None) -> str:
     if result is None or not _recorded(result):
         return "not-recorded"
-    if result.outcome in ("fault", "timeout"):
+    if result.outcome in ("fault", "timeout", "ungraded"):
         return "fault"
     if result.agrees_with_reference is False:
         return "differs"
@@ -338,14 +336,14 @@ def _make_cell(
     column: Column,
     probe_id: str,
     result: ProbeResult | None,
-    cassettes: Path | None,
+    recording: Recording,
     changed_from: tuple[str, str] | None,
 ) -> Cell:
     kind = _kind(result)
     marker, words = KINDS[kind]
     exchanges: tuple[ShownExchange, ...] = ()
-    if result is not None and cassettes is not None:
-        exchanges = _exchanges(cassettes / f"{probe_id}{CASSETTE_SUFFIX}")
+    if result is not None and recording.folder is not None and recording.provenance == "recorded":
+        exchanges = _exchanges(recording.cassette(probe_id))
     if column.provenance == "transcribed":
         status = "none: transcribed, not recorded"
     else:

@@ -1,33 +1,49 @@
-"""A recording on disk, owned here: its folder, results index (format 1), typed provenance, and the
-atomic install and merge of a run.
+"""A recording, owned here: one object for one folder (its cassettes, results index and provenance),
+loaded, saved, merged and installed in one place.
 
-A recording is one run against one server release, identified by `<server>-<release>`: its cassettes
-(read through ``cassettes``), `provenance.json` and the results index sit together, and reports are
-built from those files alone. A run is written into a scratch folder and moved into place by one
-rename, only when every probe got an answer; anything less goes beside it as `<key>.partial/`. A
-selection (`--only`) that answers in full is merged into the existing recording: its cassettes and
-verdicts replace the old ones, every other file is kept, and the run is listed under `updates`.
+A recording is one run against one server release, identified by `<server>-<release>`, plus the
+later runs of a few probes (`--only`) merged into it. Its folder holds one cassette per answered probe,
+`results.json` (format 1: the header of the first run, each probe's verdict, the later runs) and
+`provenance.json` (the first run in full, each later run in full). Both files are written from the
+one `Recording`; nobody else builds a path inside its folder. A run is written into a scratch folder
+and put in place by one atomic exchange of directories (``replace_dir``), only when every probe got
+an answer; anything less goes beside it as `<key>.partial/`. A folder is read as a recording only
+when its name is the key its index states, so a scratch, partial or half-installed folder never is.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import errno
 import json
 import os
 import shutil
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from jevper.probe.cassettes import CASSETTE_SUFFIX
 
 FORMAT = 1
-Outcome = Literal["supported", "ignored", "refused", "info", "fault", "timeout", "not-run"]
-OUTCOMES: tuple[Outcome, ...] = ("supported", "ignored", "refused", "info", "fault", "timeout", "not-run")
+Outcome = Literal["supported", "ignored", "refused", "info", "fault", "timeout", "not-run", "ungraded"]
+OUTCOMES: tuple[Outcome, ...] = (
+    "supported",
+    "ignored",
+    "refused",
+    "info",
+    "fault",
+    "timeout",
+    "not-run",
+    "ungraded",
+)
 #: Outcomes meaning the probe got no answer to classify.
 UNANSWERED: frozenset[str] = frozenset({"fault", "timeout", "not-run"})
 PROVENANCE_FILE = "provenance.json"
 RESULTS_FILE = "results.json"
+#: The header fields that results.json repeats of the first run (provenance.json holds them all).
+HEADER = ("server", "release", "model", "model_name", "recorded_on", "command")
 
 
 class ResultsError(ValueError):
@@ -53,52 +69,6 @@ class ProbeResult:
 
 
 @dataclass(frozen=True)
-class Update:
-    """A later run of a few probes (`--only`) merged into a recording: their answers come from it."""
-
-    recorded_on: str
-    command: str
-    probes: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Recording:
-    """The results index: which recording this is, and every probe's verdict."""
-
-    key: str
-    server: str
-    release: str
-    model: str
-    model_name: str
-    provenance: Literal["recorded", "transcribed"]
-    recorded_on: str
-    command: str
-    probes: tuple[ProbeResult, ...] = field(default_factory=tuple)
-    #: Runs merged in after the one the header describes; each owns the probes it lists.
-    updates: tuple[Update, ...] = ()
-
-    def result(self, probe_id: str) -> ProbeResult | None:
-        return next((p for p in self.probes if p.id == probe_id), None)
-
-    def to_json(self) -> dict[str, Any]:
-        data = {"format": FORMAT, **asdict(self)}
-        data["probes"] = [asdict(p) for p in self.probes]
-        # Written only when there is one, so an index made by a single run reads as it always did.
-        data.pop("updates")
-        if self.updates:
-            data["updates"] = [{**asdict(u), "probes": list(u.probes)} for u in self.updates]
-        return data
-
-    def run_of(self, probe_id: str) -> Update | None:
-        """The later run this probe's answer comes from, or None for the run the header describes."""
-        return next((u for u in self.updates if probe_id in u.probes), None)
-
-
-def recording_key(server: str, release: str) -> str:
-    return f"{server}-{release}"
-
-
-@dataclass(frozen=True)
 class Run:
     """How one run was made, as provenance.json tells it (None: what an older file did not keep)."""
 
@@ -119,12 +89,6 @@ class Run:
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
 
     @classmethod
-    def of(cls, recording: Recording, **more: Any) -> Run:
-        """What the results index says of the run that made it, and `more` that it does not say."""
-        said = ("server", "release", "model", "model_name", "recorded_on", "command")
-        return cls(**{name: getattr(recording, name) for name in said}, **more)
-
-    @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Run:
         return cls(**{f.name: data.get(f.name) for f in fields(cls)})
 
@@ -135,7 +99,7 @@ class LaterRun:
 
     run: Run
     probes: tuple[str, ...]
-    #: Written by jevper before 2026-11-29, which kept only the date and the probe ids.
+    #: Written by jevper before 2026-11-29, which kept only the date and the probe ids in provenance.
     dated_only: bool = False
 
     def to_json(self) -> dict[str, Any]:
@@ -143,50 +107,185 @@ class LaterRun:
             return {"recorded_on": self.run.recorded_on, "probes": list(self.probes)}
         return {**self.run.to_json(), "probes": list(self.probes)}
 
+    def index_json(self) -> dict[str, Any]:
+        """As the results index lists it: when, how, and which probes."""
+        return {"recorded_on": self.run.recorded_on, "command": self.run.command, "probes": list(self.probes)}
+
 
 @dataclass(frozen=True)
-class Provenance:
-    """provenance.json: how the recording was made (its first run) and each later run merged in."""
+class Recording:
+    """One recording: the run that made it, every probe's verdict, the runs merged in since, and the
+    folder holding its cassettes (None for a transcribed column, or a recording not yet saved)."""
 
     key: str
-    how: str  # "recorded live"
     run: Run
-    updates: tuple[LaterRun, ...] = ()
+    probes: tuple[ProbeResult, ...] = ()
+    #: Runs merged in after the first; each owns the probes it lists.
+    later: tuple[LaterRun, ...] = ()
+    provenance: Literal["recorded", "transcribed"] = "recorded"
+    how: str = "recorded live"
+    folder: Path | None = field(default=None, compare=False)
+
+    # --- the first run's header, as the reports show it --------------------------------------------
+
+    @property
+    def server(self) -> str:
+        return self.run.server or ""
+
+    @property
+    def release(self) -> str:
+        return self.run.release or ""
+
+    @property
+    def model(self) -> str:
+        return self.run.model or ""
+
+    @property
+    def model_name(self) -> str:
+        return self.run.model_name or ""
+
+    @property
+    def recorded_on(self) -> str:
+        return self.run.recorded_on or ""
+
+    @property
+    def command(self) -> str:
+        return self.run.command or ""
+
+    # --- verdicts and cassettes --------------------------------------------------------------------
+
+    def result(self, probe_id: str) -> ProbeResult | None:
+        return next((p for p in self.probes if p.id == probe_id), None)
+
+    def run_of(self, probe_id: str) -> LaterRun | None:
+        """The later run this probe's answer comes from, or None for the first run."""
+        return next((u for u in self.later if probe_id in u.probes), None)
+
+    def cassette(self, probe_id: str) -> Path:
+        """Where this probe's cassette is (or would be) kept."""
+        if self.folder is None:
+            raise ValueError(f"recording {self.key!r} has no folder: transcribed, or not saved yet")
+        return self.folder / f"{probe_id}{CASSETTE_SUFFIX}"
+
+    def has_cassette(self, probe_id: str) -> bool:
+        return self.folder is not None and self.cassette(probe_id).is_file()
+
+    def with_probes(self, probes: tuple[ProbeResult, ...]) -> Recording:
+        return replace(self, probes=probes)
+
+    # --- on disk -----------------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"key": self.key, "how": self.how, **self.run.to_json()}
-        if self.updates:
-            data["updates"] = [u.to_json() for u in self.updates]
+        """results.json: format 1, the first run's header, the verdicts, the later runs (when any)."""
+        data: dict[str, Any] = {"format": FORMAT, "key": self.key}
+        data.update({name: getattr(self, name) for name in HEADER[:4]})
+        data["provenance"] = self.provenance
+        data.update({name: getattr(self, name) for name in HEADER[4:]})
+        data["probes"] = [asdict(p) for p in self.probes]
+        # Written only when there is one, so an index made by a single run reads as it always did.
+        if self.later:
+            data["updates"] = [u.index_json() for u in self.later]
         return data
 
+    def provenance_json(self) -> dict[str, Any]:
+        """provenance.json: the first run in full, and each later run merged in."""
+        data: dict[str, Any] = {"key": self.key, "how": self.how, **self.run.to_json()}
+        if self.later:
+            data["updates"] = [u.to_json() for u in self.later]
+        return data
+
+    def save(self, folder: Path | None = None) -> Recording:
+        """Write results.json and provenance.json into `folder` (default: its own); each file is
+        replaced atomically. Returns the recording as kept there."""
+        where = folder or self.folder
+        if where is None:
+            raise ValueError(f"recording {self.key!r}: expected a folder to save into, got none")
+        write_atomically(where / PROVENANCE_FILE, dump_json(self.provenance_json()))
+        write_atomically(where / RESULTS_FILE, dump_json(self.to_json()))
+        return replace(self, folder=where)
+
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], path: Path) -> Provenance:
-        if not isinstance(data.get("key"), str) or not isinstance(data.get("how"), str):
-            raise ResultsError(f"{path}: expected a provenance file with a key and how, got {sorted(data)}")
-        updates = [
+    def load(cls, folder: Path) -> Recording:
+        """The recording kept in `folder`; a ResultsError names the file that cannot be read."""
+        index = _read_json(folder / RESULTS_FILE, "a results index")
+        if index.get("format") != FORMAT:
+            raise ResultsError(
+                f"{folder / RESULTS_FILE}: expected format {FORMAT}, got {index.get('format')!r}"
+            )
+        told = folder / PROVENANCE_FILE
+        try:
+            probes = tuple(ProbeResult(**p) for p in index["probes"])
+            header = {name: index[name] for name in HEADER}
+            listed = [(u["recorded_on"], u["command"], tuple(u["probes"])) for u in index.get("updates", ())]
+            key, kind = index["key"], index["provenance"]
+        except (KeyError, TypeError) as exc:
+            raise ResultsError(
+                f"{folder / RESULTS_FILE}: not a format-{FORMAT} results index ({exc})"
+            ) from exc
+        if told.exists():
+            how, first, later = _read_provenance(told)
+        else:
+            how, first = "recorded live; no provenance file was kept", Run()
+            later = [
+                LaterRun(Run(recorded_on=on, command=by), probes, dated_only=True)
+                for on, by, probes in listed
+            ]
+        # The index is what the reports read: its header and its list of later runs are the ones kept.
+        later = [
+            replace(u, run=replace(u.run, recorded_on=on, command=by), probes=probes)
+            for u, (on, by, probes) in zip(later, listed, strict=False)
+        ] + later[len(listed) :]
+        return cls(key, replace(first, **header), probes, tuple(later), kind, how, folder)
+
+    # --- merging a selection -----------------------------------------------------------------------
+
+    def merged(self, selection: Recording) -> Recording:
+        """This recording with the selection's answers in place of its own (a probe it lacks is added
+        at the end): the header keeps describing the first run, and the selection becomes the last
+        later run, owning its probes (an earlier run keeps only the probes not answered again)."""
+        fresh = {r.id: r for r in selection.probes}
+        probes = tuple(fresh.get(r.id, r) for r in self.probes)
+        probes += tuple(r for r in selection.probes if self.result(r.id) is None)
+        kept = (replace(u, probes=tuple(p for p in u.probes if p not in fresh)) for u in self.later)
+        later = (*(u for u in kept if u.probes), LaterRun(selection.run, tuple(sorted(fresh))))
+        return replace(self, probes=probes, later=later)
+
+
+def recording_key(server: str, release: str) -> str:
+    return f"{server}-{release}"
+
+
+def _plain(value: Any) -> Any:
+    return dict(value) if isinstance(value, Mapping) else value
+
+
+def _read_json(path: Path, what: str) -> Mapping[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ResultsError(f"expected {what} at {path}: {exc}") from exc
+    if not isinstance(data, Mapping):
+        raise ResultsError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _read_provenance(path: Path) -> tuple[str, Run, list[LaterRun]]:
+    data = _read_json(path, "a provenance file")
+    if not isinstance(data.get("key"), str) or not isinstance(data.get("how"), str):
+        raise ResultsError(f"{path}: expected a provenance file with a key and how, got {sorted(data)}")
+    try:
+        later = [
             LaterRun(Run.from_json(u), tuple(u["probes"]), dated_only="command" not in u)
             for u in data.get("updates", ())
         ]
         if "updated_probes" in data:
             # The one earlier layout: the last selection's date and probe ids beside the header.
-            updates.append(
+            later.append(
                 LaterRun(Run(recorded_on=data.get("updated_on")), tuple(data["updated_probes"]), True)
             )
-        return cls(data["key"], data["how"], Run.from_json(data), tuple(updates))
-
-
-#: A later run as the results index lists it, or as provenance.json does.
-LaterOf = TypeVar("LaterOf", Update, LaterRun)
-
-
-def without_rerun(updates: tuple[LaterOf, ...], rerun: Mapping[str, object]) -> tuple[LaterOf, ...]:
-    """The later runs, minus the probes run again; one left with none is dropped."""
-    kept = (replace(u, probes=tuple(p for p in u.probes if p not in rerun)) for u in updates)
-    return tuple(u for u in kept if u.probes)
-
-
-def _plain(value: Any) -> Any:
-    return dict(value) if isinstance(value, Mapping) else value
+    except (KeyError, TypeError) as exc:
+        raise ResultsError(f"{path}: a later run without its probes ({exc})") from exc
+    return data["how"], Run.from_json(data), later
 
 
 def repository_root() -> Path:
@@ -197,82 +296,52 @@ def repository_root() -> Path:
 
 @dataclass(frozen=True)
 class Layout:
-    """Where fixtures, results indexes, reports and the docs page are read and written."""
+    """Where recordings, reports and the docs page are read and written: the repository, or an
+    `--out` folder laid out the same way (DIR/fixtures/<key>/, DIR/reports/)."""
 
     fixtures_root: Path
-    results_root: Path | None  # None: results.json sits inside each fixture folder
     reports_dir: Path
     docs_page: Path | None
+    out_dir: Path | None = None  # the --out folder, None for the repository
 
     @classmethod
     def repository(cls, root: Path | None = None) -> Layout:
         root = root or repository_root()
         return cls(
             fixtures_root=root / "tests" / "fixtures" / "providers",
-            results_root=None,
             reports_dir=root / "reports",
             docs_page=root / "docs" / "local-servers.md",
         )
 
     @classmethod
     def out(cls, out: Path) -> Layout:
-        return cls(
-            fixtures_root=out / "fixtures",
-            results_root=out / "results",
-            reports_dir=out / "reports",
-            docs_page=None,
-        )
+        return cls(fixtures_root=out / "fixtures", reports_dir=out / "reports", docs_page=None, out_dir=out)
 
     def fixture_dir(self, key: str) -> Path:
         return self.fixtures_root / key
 
-    def results_path(self, key: str) -> Path:
-        if self.results_root is None:
-            return self.fixture_dir(key) / RESULTS_FILE
-        return self.results_root / f"{key}.json"
-
     def partial_dir(self, key: str) -> Path:
         return self.fixtures_root / f"{key}.partial"
 
-    def provenance_path(self, key: str) -> Path:
-        return self.fixture_dir(key) / PROVENANCE_FILE
+    def holds(self, key: str) -> bool:
+        return (self.fixture_dir(key) / RESULTS_FILE).is_file()
 
-    def cassette(self, key: str, probe_id: str) -> Path:
-        return self.fixture_dir(key) / f"{probe_id}{CASSETTE_SUFFIX}"
+    def load(self, key: str) -> Recording:
+        return Recording.load(self.fixture_dir(key))
 
-
-def load_results(path: Path) -> Recording:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ResultsError(f"expected a results index at {path}: {exc}") from exc
-    if data.get("format") != FORMAT:
-        raise ResultsError(f"{path}: expected format {FORMAT}, got {data.get('format')!r}")
-    try:
-        probes = tuple(ProbeResult(**p) for p in data["probes"])
-        updates = tuple(Update(**{**u, "probes": tuple(u["probes"])}) for u in data.get("updates", ()))
-        header = {k: v for k, v in data.items() if k not in ("format", "probes", "updates")}
-        return Recording(**header, probes=probes, updates=updates)
-    except (KeyError, TypeError) as exc:
-        raise ResultsError(f"{path}: not a format-{FORMAT} results index ({exc})") from exc
+    def recordings(self) -> Iterator[Recording]:
+        """Every recording under the layout, sorted by key. A folder is one only when its name is the
+        key its index states: a partial run, a scratch folder or a leftover of an install is not."""
+        for path in sorted(self.fixtures_root.glob(f"*/{RESULTS_FILE}")):
+            if path.parent.name.startswith("."):
+                continue
+            recording = Recording.load(path.parent)
+            if recording.key == path.parent.name:
+                yield recording
 
 
-def save_results(recording: Recording, path: Path) -> None:
-    write_atomically(path, dump_json(recording.to_json()))
-
-
-def read_provenance(path: Path) -> Provenance:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ResultsError(f"expected a provenance file at {path}: {exc}") from exc
-    if not isinstance(data, Mapping):
-        raise ResultsError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return Provenance.from_json(data, path)
-
-
-def write_provenance(path: Path, provenance: Provenance) -> None:
-    write_atomically(path, dump_json(provenance.to_json()))
+def iter_recordings(layout: Layout) -> Iterator[Recording]:
+    return layout.recordings()
 
 
 def dump_json(data: Mapping[str, Any]) -> str:
@@ -287,40 +356,81 @@ def write_atomically(path: Path, text: str) -> None:
     os.replace(scratch, path)
 
 
-def iter_recordings(layout: Layout) -> Iterator[Recording]:
-    """Every complete recording under the layout, sorted by key (partial runs are not recordings)."""
-    if layout.results_root is None:
-        paths = sorted(layout.fixtures_root.glob(f"*/{RESULTS_FILE}"))
-        paths = [
-            p for p in paths if not p.parent.name.endswith(".partial") and not p.parent.name.startswith(".")
-        ]
-    else:
-        paths = sorted(layout.results_root.glob("*.json"))
-    for path in paths:
-        yield load_results(path)
+# --- installing a folder in one step ---------------------------------------------------------------
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def _renameat2() -> Any:
+    """glibc's renameat2 (2.28 and later), or None where the C library has none (macOS, musl < 1.2)."""
+    with contextlib.suppress(OSError, AttributeError):
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+        function.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+        function.restype = ctypes.c_int
+        return function
+    return None
+
+
+_RENAMEAT2 = _renameat2()
+
+
+def exchange(source: Path, target: Path) -> bool:
+    """Swap two directories in one atomic step (Linux's renameat2 with RENAME_EXCHANGE); False when
+    this system or filesystem cannot, and nothing was changed."""
+    if _RENAMEAT2 is None:
+        return False
+    done = _RENAMEAT2(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target), _RENAME_EXCHANGE)
+    if done == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EXDEV):
+        return False
+    raise OSError(code, os.strerror(code), str(source), None, str(target))
 
 
 def replace_dir(source: Path, target: Path) -> None:
-    """Move a finished folder into place; the old one is removed only once the new one is there."""
+    """Put the finished folder `source` at `target` in one atomic step: a crash leaves either the old
+    folder or the new one at `target`, never neither, and never a half of either.
+
+    A first install is one rename. Over an existing folder, Linux exchanges the two in one call and the
+    old one, now at `source`'s hidden scratch name, is removed after. Where the exchange is not
+    available (not Linux, or a filesystem without it) the old folder is first renamed to a hidden
+    `.<name>.old-<pid>`: a crash between that rename and the next leaves no folder at `target`, and
+    the old one is moved back by the next ``replace_dir`` for the same target. Hidden leftovers are
+    never read as recordings (``Layout.recordings``)."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    old = target.with_name(f"{target.name}.old-{os.getpid()}")
-    if target.exists():
-        target.rename(old)
+    _recover(target)
+    if not target.exists():
+        source.rename(target)
+        return
+    if exchange(source, target):
+        shutil.rmtree(source)
+        return
+    old = target.with_name(f".{target.name}.old-{os.getpid()}")
+    target.rename(old)
     source.rename(target)
-    if old.exists():
-        shutil.rmtree(old)
+    shutil.rmtree(old)
 
 
-# --- installing a run -------------------------------------------------------------------------------
+def _recover(target: Path) -> None:
+    """A fallback install that crashed between its renames left the old folder hidden: put it back."""
+    if target.exists():
+        return
+    for left in sorted(target.parent.glob(f".{target.name}.old-*")):
+        left.rename(target)
+        return
+
+
+# --- installing a run ------------------------------------------------------------------------------
 
 
 def check_merge(layout: Layout, key: str, model: str, *, whole: bool) -> None:
     """Refuse, before anything is sent, a selection whose answers would sit in one recording with
     answers from another model (the key names the server and release, not the model)."""
-    results_path = layout.results_path(key)
-    if whole or not results_path.exists():
+    if whole or not layout.holds(key):
         return
-    existing = load_results(results_path)
+    existing = layout.load(key)
     if existing.model != model:
         raise MergeError(
             f"{key} was recorded with model {existing.model!r}, this run asks {model!r}: --only would "
@@ -329,77 +439,47 @@ def check_merge(layout: Layout, key: str, model: str, *, whole: bool) -> None:
         )
 
 
-def install_partial(scratch: Path, layout: Layout, recording: Recording, provenance: Provenance) -> Path:
-    """A run with unanswered probes goes beside the recording, never over it."""
-    destination = layout.partial_dir(recording.key)
-    save_results(recording, scratch / RESULTS_FILE)
-    write_provenance(scratch / PROVENANCE_FILE, provenance)
+def install_partial(run: Recording, layout: Layout) -> Recording:
+    """A run with unanswered probes goes beside the recording, never over it. `run.folder` is the
+    scratch folder holding its cassettes."""
+    assert run.folder is not None, "a run is installed from the scratch folder holding its cassettes"
+    destination = layout.partial_dir(run.key)
+    run.save()
     if destination.exists():
         shutil.rmtree(destination)
-    replace_dir(scratch, destination)
-    return destination
+    replace_dir(run.folder, destination)
+    return replace(run, folder=destination)
 
 
-def install(
-    scratch: Path, layout: Layout, recording: Recording, provenance: Provenance, *, whole: bool
-) -> tuple[Path, bool]:
-    """Move a fully answered run into place; a selection is merged into what is there.
-
-    Returns the recording's folder and whether the run was merged.
-    """
-    key = recording.key
-    destination = layout.fixture_dir(key)
-    results_path = layout.results_path(key)
-    merge = not whole and (results_path.exists() or destination.exists())
+def install(run: Recording, layout: Layout, *, whole: bool) -> tuple[Recording, bool]:
+    """Put a fully answered run in place; a selection is merged into what is there. `run.folder` is
+    the scratch folder holding its cassettes. Returns the recording installed and whether it merged."""
+    scratch = run.folder
+    assert scratch is not None, "a run is installed from the scratch folder holding its cassettes"
+    destination = layout.fixture_dir(run.key)
+    merge = not whole and destination.exists()
+    recording = run
     if merge:
-        recording, provenance = _merge(scratch, destination, layout, recording, provenance)
-    write_provenance(scratch / PROVENANCE_FILE, provenance)
-    if layout.results_root is None:
-        save_results(recording, scratch / RESULTS_FILE)
-    # One rename puts the folder in place; until then the old one stands untouched.
-    replace_dir(scratch, destination)
-    if layout.results_root is not None:
-        save_results(recording, results_path)
-    return destination, merge
-
-
-def _merge(
-    scratch: Path, destination: Path, layout: Layout, recording: Recording, provenance: Provenance
-) -> tuple[Recording, Provenance]:
-    """The existing recording with this selection's answers in place of its old ones, built in
-    `scratch` (which holds the new cassettes): the index and provenance it should now carry."""
-    results_path = layout.results_path(recording.key)
-    old = load_results(results_path) if results_path.exists() else _unindexed(recording, destination)
-    fresh = {r.id: r for r in recording.probes}
-    owned = {f"{probe_id}{CASSETTE_SUFFIX}" for probe_id in fresh} | {PROVENANCE_FILE}
-    if layout.results_root is None:
-        owned.add(RESULTS_FILE)
-    if destination.exists():
+        existing = layout.load(run.key) if layout.holds(run.key) else _unindexed(run, destination)
+        recording = existing.merged(run)
+        owned = {run.cassette(r.id).name for r in run.probes} | {PROVENANCE_FILE, RESULTS_FILE}
         for item in destination.iterdir():
             if item.name not in owned:
                 copy = shutil.copytree if item.is_dir() else shutil.copy2
                 copy(item, scratch / item.name)
-    probes = tuple(fresh.get(r.id, r) for r in old.probes)
-    probes += tuple(r for r in recording.probes if old.result(r.id) is None)
-    update = Update(recording.recorded_on, recording.command, tuple(sorted(fresh)))
-    merged = replace(old, probes=probes, updates=(*without_rerun(old.updates, fresh), update))
-    # The header keeps describing the first run; each later run says what it was and which probes it owns.
-    previous = _provenance_of(old, destination / PROVENANCE_FILE)
-    later = (*without_rerun(previous.updates, fresh), LaterRun(provenance.run, update.probes))
-    return merged, replace(previous, updates=later)
+    recording = recording.save(scratch)
+    # One step puts the folder in place; until then the old one stands untouched.
+    replace_dir(scratch, destination)
+    return replace(recording, folder=destination), merge
 
 
-def _unindexed(recording: Recording, destination: Path) -> Recording:
+def _unindexed(run: Recording, destination: Path) -> Recording:
     """A fixture folder without its results index: no verdicts to keep (its cassettes are kept all
     the same), and the run that made it as its provenance file tells, when there is one."""
     path = destination / PROVENANCE_FILE
-    told = read_provenance(path).run if path.exists() else Run()
+    if not path.exists():
+        return replace(run, probes=(), how="recorded live; no provenance file was kept")
+    how, told, later = _read_provenance(path)
     header = {f: getattr(told, f) for f in ("model_name", "recorded_on", "command") if getattr(told, f)}
-    return replace(recording, probes=(), **header)
-
-
-def _provenance_of(recording: Recording, path: Path) -> Provenance:
-    """The recording's provenance file, or what its index says of the run when there is none."""
-    if path.exists():
-        return read_provenance(path)
-    return Provenance(recording.key, "recorded live; no provenance file was kept", Run.of(recording))
+    first = replace(told, **{**{f: getattr(run.run, f) for f in HEADER}, **header})
+    return replace(run, run=first, probes=(), later=tuple(later), how=how)

@@ -13,7 +13,7 @@ from typing import Any
 
 from jevper.probe.agreement import agrees
 from jevper.probe.catalogue import CatalogueError, load_catalogue, read_data
-from jevper.probe.recording import OUTCOMES, UNANSWERED, Outcome, ProbeResult, Recording
+from jevper.probe.recording import OUTCOMES, UNANSWERED, Outcome, ProbeResult, Recording, Run
 
 TRANSCRIBED_FROM = "transcribed from the reference document"
 
@@ -102,14 +102,12 @@ def transcribed_recording(ref: ReferenceServer) -> Recording:
                 agrees_with_reference=None,
             )
         )
-    return Recording(
-        key=ref.key,
+    told = Run(
         server=ref.server,
         release=ref.release,
         model=ref.model,
         model_name=ref.model,
-        provenance="transcribed",
         recorded_on="",
         command=TRANSCRIBED_FROM,
-        probes=tuple(probes),
     )
+    return Recording(ref.key, told, tuple(probes), provenance="transcribed", how=TRANSCRIBED_FROM)

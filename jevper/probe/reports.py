@@ -15,7 +15,7 @@ from tabulate import tabulate
 from jevper.probe import diff, html
 from jevper.probe.agreement import RULES
 from jevper.probe.catalogue import Catalogue, load_catalogue
-from jevper.probe.recording import Layout, Recording, iter_recordings
+from jevper.probe.recording import Layout, Recording
 from jevper.probe.reference import TRANSCRIBED_FROM, load_reference, transcribed_recording
 from jevper.probe.text import table_cell
 
@@ -40,7 +40,7 @@ def cell_text(text: str, limit: int = CELL) -> str:
 
 def columns(layout: Layout) -> list[Recording]:
     """Recorded columns first (by key), then the transcribed reference columns."""
-    recorded = [r for r in iter_recordings(layout) if r.provenance == "recorded"]
+    recorded = [r for r in layout.recordings() if r.provenance == "recorded"]
     transcribed = [transcribed_recording(ref) for ref in load_reference().values()]
     return recorded + transcribed
 
@@ -48,8 +48,8 @@ def columns(layout: Layout) -> list[Recording]:
 def provenance_line(recording: Recording) -> str:
     if recording.provenance == "recorded":
         later = "".join(
-            f"; {', '.join(f'`{p}`' for p in update.probes)} re-run on {update.recorded_on}"
-            for update in recording.updates
+            f"; {', '.join(f'`{p}`' for p in later.probes)} re-run on {later.run.recorded_on}"
+            for later in recording.later
         )
         return (
             f"`{recording.key}`: recorded live ({recording.server} {recording.release}, "

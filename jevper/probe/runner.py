@@ -1,4 +1,6 @@
-"""Send probes one by one through a vcrpy cassette each; a probe that fails does not stop the run.
+"""Send probes one by one through a vcrpy cassette each, and only record: grading is ``grading``'s.
+
+A probe that fails does not stop the run.
 
 A timeout or a broken connection is recorded as that probe's outcome and the run goes on; a server
 that stops accepting connections ends the run, and every probe left is reported as not run. The timeout
@@ -16,45 +18,47 @@ from typing import Any
 
 import httpx
 import vcr
-from vcr.errors import CannotOverwriteExistingCassetteException
 
 from jevper import _deadline
-from jevper.probe.cassettes import CASSETTE_SUFFIX, cassette, load_exchanges
+from jevper.probe.cassettes import cassette
 from jevper.probe.catalogue import Catalogue, Probe
-from jevper.probe.classifiers import Verdict, classify
+from jevper.probe.classifiers import Verdict
 from jevper.probe.compose import requests_for
 from jevper.probe.presets import Preset
 
 
 @dataclass(frozen=True)
-class ProbeRun:
+class Sent:
+    """What sending one probe left: its cassette (unless `failure` says why it got no whole answer)."""
+
     probe: Probe
     status: int | None  # the status of the probe's own (last) request; None without one
-    verdict: Verdict
     elapsed_s: float
+    failure: Verdict | None = None  # timeout, fault or not-run, when no cassette was kept
+
+    @property
+    def outcome(self) -> str:
+        return "recorded" if self.failure is None else self.failure.outcome
 
 
-#: Called after each probe with (index, total, run); a test can stop the server from here.
-Progress = Callable[[int, int, ProbeRun], None]
+#: Called after each probe is sent with (index, total, sent); a test can stop the server from here.
+Progress = Callable[[int, int, Sent], None]
 
 
-def cassette_path(folder: Path, probe: Probe) -> Path:
-    return folder / f"{probe.id}{CASSETTE_SUFFIX}"
-
-
-def run_probes(
+def record_probes(
     probes: Sequence[Probe],
     *,
     catalogue: Catalogue,
     preset: Preset,
     recorder: vcr.VCR,
-    folder: Path,
+    cassette_of: Callable[[Probe], Path],
     headers: Mapping[str, str] | None = None,
     timeout: float = 60.0,
     progress: Progress | None = None,
-) -> list[ProbeRun]:
-    """Every probe in order; each leaves a cassette in `folder` unless it got no complete answer."""
-    runs: list[ProbeRun] = []
+) -> list[Sent]:
+    """Every probe in order; each leaves a cassette at `cassette_of(probe)` unless it got no whole
+    answer. Nothing here reads what came back: that is the grading pass."""
+    runs: list[Sent] = []
     unreachable = False
     # No kept-alive connections: each request's own connection is the one its deadline can shut down.
     limits = httpx.Limits(max_keepalive_connections=0)
@@ -63,27 +67,24 @@ def run_probes(
     ) as client:
         for index, probe in enumerate(probes, 1):
             if unreachable:
-                run = ProbeRun(
-                    probe, None, Verdict("not-run", "not run: the server stopped answering", ""), 0.0
-                )
+                run = Sent(probe, None, 0.0, Verdict("not-run", "not run: the server stopped answering", ""))
             else:
-                run = _run_one(client, probe, catalogue, preset, recorder, folder)
-                unreachable = run.verdict.outcome == "not-run"
+                run = _send_one(client, probe, catalogue, preset, recorder, cassette_of(probe))
+                unreachable = run.outcome == "not-run"
             runs.append(run)
             if progress is not None:
                 progress(index, len(probes), run)
     return runs
 
 
-def _run_one(
+def _send_one(
     client: httpx.Client,
     probe: Probe,
     catalogue: Catalogue,
     preset: Preset,
     recorder: vcr.VCR,
-    folder: Path,
-) -> ProbeRun:
-    path = cassette_path(folder, probe)
+    path: Path,
+) -> Sent:
     failure: Verdict | None = None
     status: int | None = None
     started = time.monotonic()
@@ -114,8 +115,6 @@ def _run_one(
                 elif not _accepts_connections(str(client.base_url)):
                     # A dead server breaks the pooled connection first; that is not an answer either.
                     failure = Verdict("not-run", "not run: the server stopped accepting connections", "")
-            except CannotOverwriteExistingCassetteException:
-                failure = Verdict("fault", "the request is not in the cassette; record it again", "")
             finally:
                 _deadline.stop(alarm)
             if failure is not None:
@@ -124,10 +123,9 @@ def _run_one(
     elapsed = round(time.monotonic() - started, 2)
     if failure is not None:
         # Half a probe is not a recording: its cassette goes, its outcome stays in the results.
-        if recorder.record_mode != "none":
-            path.unlink(missing_ok=True)
-        return ProbeRun(probe, None, failure, elapsed)
-    return ProbeRun(probe, status, classify(probe, load_exchanges(path)), elapsed)
+        path.unlink(missing_ok=True)
+        return Sent(probe, None, elapsed, failure)
+    return Sent(probe, status, elapsed)
 
 
 def _watching(alarm: _deadline.Alarm) -> Callable[[str, Mapping[str, Any]], None]:

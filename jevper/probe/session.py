@@ -1,10 +1,12 @@
-"""The workflows: record a server (reach it, name its release, run the probes, install the run) and
-replay a recording offline. Where things go on disk is ``recording``'s business; sending is
-``runner``'s; this module only puts them in order.
+"""The workflows: record a server (reach it, name its release, send the probes, grade the cassettes,
+install the run) and replay a recording offline (grade its cassettes again). Where things go on disk
+is ``recording``'s business, sending ``runner``'s, verdicts ``grading``'s; this module puts them in
+order.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import shutil
 import tempfile
@@ -19,22 +21,20 @@ import httpx
 import jevper
 from jevper.probe.cassettes import make_vcr
 from jevper.probe.catalogue import Catalogue, Probe
-from jevper.probe.presets import Preset, get_preset, reproducible_fields
+from jevper.probe.grading import Answer, grade
+from jevper.probe.presets import Preset, reproducible_fields
 from jevper.probe.recording import (
     UNANSWERED,
     Layout,
-    ProbeResult,
-    Provenance,
     Recording,
     Run,
     check_merge,
     install,
     install_partial,
-    read_provenance,
     recording_key,
+    replace_dir,
 )
-from jevper.probe.reference import annotate
-from jevper.probe.runner import ProbeRun, Progress, cassette_path, run_probes
+from jevper.probe.runner import Progress, record_probes
 from jevper.servers import SpawnedServer
 
 
@@ -113,23 +113,6 @@ def is_whole(probes: Sequence[Probe], catalogue: Catalogue) -> bool:
     return {p.id for p in probes} >= {p.id for p in catalogue.probes}
 
 
-def _result(run: ProbeRun, server: str) -> ProbeResult:
-    return annotate(
-        ProbeResult(
-            id=run.probe.id,
-            surface=run.probe.surface,
-            topic=run.probe.topic,
-            status=run.status,
-            outcome=run.verdict.outcome,
-            verdict=run.verdict.text,
-            evidence=run.verdict.evidence,
-            elapsed_s=run.elapsed_s,
-        ),
-        server,
-        run.verdict.facts,
-    )
-
-
 def record(
     target: Target,
     probes: Sequence[Probe],
@@ -140,58 +123,67 @@ def record(
     timeout: float,
     progress: Progress | None = None,
 ) -> RunReport:
-    """Run the probes live and write cassettes, provenance and the results index."""
+    """Run the probes live into cassettes, grade them, and install the run (see ``recording``).
+
+    Stopped while sending, the run leaves nothing; once every probe was sent, what was recorded is
+    kept whatever happens next: a failure to grade one probe costs only that probe's verdict, and a
+    failure to install leaves the cassettes in `<key>.partial/`.
+    """
     whole = is_whole(probes, catalogue)
     check_merge(layout, target.key, target.preset.model, whole=whole)
     layout.fixtures_root.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{target.key}.recording-", dir=layout.fixtures_root))
     started = time.monotonic()
     try:
-        runs = run_probes(
+        run = _unsaved(target, scratch, timeout, whole)
+        sent = record_probes(
             probes,
             catalogue=catalogue,
             preset=target.preset,
             recorder=make_vcr(record=True, secrets=[api_key] if api_key else []),
-            folder=scratch,
+            cassette_of=lambda probe: run.cassette(probe.id),
             headers=auth_headers(api_key),
             timeout=timeout,
             progress=progress,
         )
-        wall = round(time.monotonic() - started, 1)
-        results = tuple(_result(run, target.preset.name) for run in runs)
-        unanswered = tuple(r.id for r in results if r.outcome in UNANSWERED)
-        recording = Recording(
-            key=target.key,
-            server=target.preset.name,
-            release=target.release,
-            model=target.preset.model,
-            model_name=target.model_name,
-            provenance="recorded",
-            recorded_on=datetime.datetime.now(datetime.UTC).date().isoformat(),
-            command=target.command,
-            probes=results,
-        )
-        provenance = Provenance(recording.key, "recorded live", _run(target, recording, timeout, wall, whole))
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    wall = round(time.monotonic() - started, 1)
+    try:
+        run = replace(run, run=replace(run.run, wall_time_s=wall))
+        answers = {s.probe.id: Answer(s.elapsed_s, s.failure) for s in sent}
+        recording = grade(run, probes, catalogue=catalogue, answers=answers)
+        unanswered = tuple(r.id for r in recording.probes if r.outcome in UNANSWERED)
         if unanswered:
-            partial = install_partial(scratch, layout, recording, provenance)
-            return RunReport(recording, partial, False, unanswered, wall)
-        destination, merged = install(scratch, layout, recording, provenance, whole=whole)
-        return RunReport(recording, destination, True, (), wall, merged)
-    finally:
+            partial = install_partial(recording, layout)
+            return RunReport(partial, partial.folder or scratch, False, unanswered, wall)
+        installed, merged = install(recording, layout, whole=whole)
+        return RunReport(installed, installed.folder or scratch, True, (), wall, merged)
+    except BaseException:
+        # Every probe was sent: its answers are kept beside the recording, whatever went wrong here.
         if scratch.exists():
-            shutil.rmtree(scratch)
+            with contextlib.suppress(OSError):
+                replace_dir(scratch, layout.partial_dir(target.key))
+        raise
 
 
-def _run(target: Target, recording: Recording, timeout: float, wall: float, whole: bool) -> Run:
-    return Run.of(
-        recording,
+def _unsaved(target: Target, scratch: Path, timeout: float, whole: bool) -> Recording:
+    """The run about to be made, as a recording in its scratch folder (no verdicts yet)."""
+    first = Run(
+        server=target.preset.name,
+        release=target.release,
+        model=target.preset.model,
+        model_name=target.model_name,
+        recorded_on=datetime.datetime.now(datetime.UTC).date().isoformat(),
+        command=target.command,
         server_command=" ".join(target.server_command) or None,
         base_url=_portless(target.preset.base_url),
         flags={"timeout_s": timeout, "all_probes": whole, **dict(target.extra)},
         reproducible=dict(reproducible_fields()),
-        wall_time_s=wall,
         jevper=jevper.__version__,
     )
+    return Recording(key=target.key, run=first, folder=scratch)
 
 
 def _portless(url: str) -> str:
@@ -204,32 +196,9 @@ def replay(
     probes: Sequence[Probe],
     *,
     catalogue: Catalogue,
-    layout: Layout,
-    progress: Progress | None = None,
 ) -> Recording:
-    """The recording's verdicts recomputed from its cassettes, offline; returns the new index.
-
-    A probe the recording does not hold (a catalogue grown since) is simply not in it.
+    """The recording's verdicts computed again from its cassettes, offline (nothing is sent); returns
+    the new index. A probe the recording does not hold (a catalogue grown since) is simply not in it;
+    one that got no answer when recorded has no cassette, and its outcome stands as recorded.
     """
-    run = read_provenance(layout.provenance_path(recording.key)).run
-    # The host is never contacted: vcrpy answers every request from the cassette or refuses it.
-    preset = get_preset(recording.server).with_overrides(
-        base_url=run.base_url or "http://127.0.0.1/v1", model=recording.model
-    )
-    folder = layout.fixture_dir(recording.key)
-    wanted = [p for p in probes if cassette_path(folder, p).exists()]
-    runs = run_probes(
-        wanted,
-        catalogue=catalogue,
-        preset=preset,
-        recorder=make_vcr(record=False),
-        folder=folder,
-        progress=progress,
-    )
-    fresh = {run.probe.id: _result(run, recording.server) for run in runs}
-    merged = []
-    for old in recording.probes:
-        new = fresh.get(old.id)
-        # A probe that got no answer when recorded has no cassette: its outcome stands as recorded.
-        merged.append(old if new is None else replace(new, elapsed_s=old.elapsed_s))
-    return replace(recording, probes=tuple(merged))
+    return grade(recording, probes, catalogue=catalogue)

@@ -112,13 +112,12 @@ def test_a_complete_answer_naming_the_canary_is_enforced() -> None:
 
 def test_every_answered_probe_of_every_recording_reports_the_fact_its_rule_compares() -> None:
     from jevper.probe.cassettes import load_exchanges
-    from jevper.probe.recording import Layout, iter_recordings
-    from jevper.probe.runner import cassette_path
+    from jevper.probe.recording import Layout
 
     layout = Layout.repository()
-    for recording in iter_recordings(layout):
+    for recording in layout.recordings():
         for probe in (CATALOGUE.get(result.id) for result in recording.probes):
-            exchanges = load_exchanges(cassette_path(layout.fixture_dir(recording.key), probe))
+            exchanges = load_exchanges(recording.cassette(probe.id))
             verdict = classify(probe, exchanges)
             if exchanges and exchanges[-1].status == 200 and probe.compare != "outcome":
                 assert probe.compare in verdict.facts, (recording.key, probe.id, verdict.facts)

@@ -9,7 +9,7 @@ import pytest
 
 from jevper.probe.cli import main as probe_cli
 from jevper.probe.diff import DiffError, diff_recordings, report_name, resolve, write_report
-from jevper.probe.recording import Layout, ProbeResult, Recording, save_results
+from jevper.probe.recording import Layout, ProbeResult, Recording, Run
 
 
 def probe(
@@ -31,17 +31,15 @@ def probe(
 
 def recording(key: str, *probes: ProbeResult) -> Recording:
     server, release = key.split("-", 1)
-    return Recording(
-        key=key,
+    run = Run(
         server=server,
         release=release,
         model="smollm2",
         model_name="SmolLM2-135M-Instruct",
-        provenance="recorded",
         recorded_on="2026-11-29",
         command=f"python -m jevper.probe --server {server} --spawn",
-        probes=probes,
     )
+    return Recording(key, run, probes)
 
 
 BASE = (
@@ -54,11 +52,10 @@ BASE = (
 
 
 def store(layout: Layout, rec: Recording, cassettes: bool = True) -> None:
-    save_results(rec, layout.results_path(rec.key))
+    saved = rec.save(layout.fixture_dir(rec.key))
     if cassettes:
-        layout.fixture_dir(rec.key).mkdir(parents=True, exist_ok=True)
         for result in rec.probes:
-            (layout.fixture_dir(rec.key) / f"{result.id}.yaml").write_text("interactions: []\n")
+            saved.cassette(result.id).write_text("interactions: []\n")
 
 
 @pytest.fixture
@@ -142,7 +139,7 @@ def test_a_recording_is_found_by_key_by_results_file_or_by_fixture_folder(layout
     by_folder = resolve(str(folder), layout)
 
     assert by_key == by_file == by_folder
-    assert by_key.fixtures == folder
+    assert by_key.folder == folder
 
 
 def test_an_unknown_recording_is_an_error_naming_where_it_looked(layout: Layout) -> None:
@@ -183,11 +180,11 @@ def test_a_recording_in_an_out_folder_is_found_by_its_results_file_or_its_fixtur
     store(out, recording("vllm-0.1", *BASE))
     folder = out.fixture_dir("vllm-0.1")
 
-    by_file = resolve(str(out.results_path("vllm-0.1")), Layout.repository(tmp_path))
+    by_file = resolve(str(folder / "results.json"), Layout.repository(tmp_path))
     by_folder = resolve(str(folder), Layout.repository(tmp_path))
 
     assert by_file == by_folder
-    assert by_file.fixtures == folder and by_file.recording.key == "vllm-0.1"
+    assert by_file.folder == folder and by_file.key == "vllm-0.1"
 
 
 def test_two_releases_of_one_server_name_the_report_after_the_server_and_both_releases(

@@ -11,20 +11,19 @@ import pytest
 from jevper.probe.cassettes import load_exchanges
 from jevper.probe.catalogue import load_catalogue
 from jevper.probe.cli import main
-from jevper.probe.recording import Layout, Recording, iter_recordings, load_results
+from jevper.probe.recording import Layout, Recording
 from jevper.probe.reports import DOCS_BEGIN, DOCS_END, generate, topic_table
-from jevper.probe.runner import cassette_path
 from jevper.probe.session import replay
 from jevper.servers.llamacpp import DEFAULT_RELEASE
 
 LAYOUT = Layout.repository()
 CATALOGUE = load_catalogue()
-RECORDED = [r for r in iter_recordings(LAYOUT) if r.provenance == "recorded"]
+RECORDED = [r for r in LAYOUT.recordings() if r.provenance == "recorded"]
 
 
 def test_there_is_a_live_recording_of_the_embedded_llamacpp_with_all_45_canonical_probes() -> None:
     for release in ("b10434", DEFAULT_RELEASE):
-        recording = load_results(LAYOUT.results_path(f"llamacpp-{release}"))
+        recording = LAYOUT.load(f"llamacpp-{release}")
         assert recording.provenance == "recorded"
         held = [p.id for p in recording.probes]
         assert [probe_id for probe_id in held if CATALOGUE.get(probe_id).canonical] == [
@@ -37,15 +36,15 @@ def test_there_is_a_live_recording_of_the_embedded_llamacpp_with_all_45_canonica
 def test_replaying_a_committed_recording_offline_gives_the_verdicts_of_its_index(
     recording: Recording,
 ) -> None:
-    fresh = replay(recording, CATALOGUE.probes, catalogue=CATALOGUE, layout=LAYOUT)
+    fresh = replay(recording, CATALOGUE.probes, catalogue=CATALOGUE)
     assert fresh.to_json() == recording.to_json()
+    assert fresh.provenance_json() == recording.provenance_json()
 
 
 @pytest.mark.parametrize("recording", RECORDED, ids=[r.key for r in RECORDED])
 def test_every_cassette_holds_the_exchanges_its_probe_sends_and_no_credentials(recording: Recording) -> None:
-    folder = LAYOUT.fixture_dir(recording.key)
     for probe in (CATALOGUE.get(result.id) for result in recording.probes):
-        path = cassette_path(folder, probe)
+        path = recording.cassette(probe.id)
         exchanges = load_exchanges(path)
         assert len(exchanges) == (2 if probe.prime_with else 1), probe.id
         text = path.read_text(encoding="utf-8").lower()
@@ -82,11 +81,9 @@ def test_replay_from_the_command_line_rewrites_an_identical_index(tmp_path: Path
     out = tmp_path / "out"
     key = "llamacpp-b10434"
     shutil.copytree(LAYOUT.fixture_dir(key), out / "fixtures" / key)
-    (out / "results").mkdir()
-    (out / "fixtures" / key / "results.json").rename(out / "results" / f"{key}.json")
-    before = (out / "results" / f"{key}.json").read_text()
+    before = {p.name: p.read_bytes() for p in (out / "fixtures" / key).iterdir()}
     assert main(["replay", "--out", str(out)]) == 0
-    assert (out / "results" / f"{key}.json").read_text() == before
+    assert {p.name: p.read_bytes() for p in (out / "fixtures" / key).iterdir()} == before
     assert (out / "reports" / f"{key}.md").is_file()
 
 
@@ -97,7 +94,7 @@ def test_a_probe_added_to_the_catalogue_is_not_recorded_anywhere_and_asks_for_no
         CATALOGUE, probes=(*CATALOGUE.probes, replace(CATALOGUE.get("chat-grammar"), id="chat-new-probe"))
     )
     for recording in RECORDED:
-        fresh = replay(recording, grown.probes, catalogue=grown, layout=LAYOUT)
+        fresh = replay(recording, grown.probes, catalogue=grown)
         assert fresh.to_json() == recording.to_json()
         assert fresh.result("chat-new-probe") is None
     table = topic_table("ignored-rejected", RECORDED, grown)

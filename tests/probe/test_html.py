@@ -15,7 +15,7 @@ from vcr.serializers import yamlserializer
 
 from jevper.probe.catalogue import load_catalogue
 from jevper.probe.html import COMMAND, Page, PageError, build_page, render_index, render_layout, write_index
-from jevper.probe.recording import Layout, ProbeResult, Recording, repository_root, save_results
+from jevper.probe.recording import Layout, ProbeResult, Recording, Run, repository_root
 
 CATALOGUE = load_catalogue()
 
@@ -47,17 +47,16 @@ def recording(
             body = (bodies or {}).get(p.id, {"choices": [{"text": p.verdict}]})
             request = {"model": "smollm2", "probe": p.id}
             write_cassette(root / key / f"{p.id}.yaml", request, p.status, body)
-    return Recording(
-        key=key,
+    run = Run(
         server=server,
         release=release.removesuffix("-reference"),
         model="smollm2",
         model_name="SmolLM2-135M-Instruct (F16)",
-        provenance=provenance,  # type: ignore[arg-type]
         recorded_on="2026-11-29" if provenance == "recorded" else "",
         command=f"python -m jevper.probe --server {server}",
-        probes=tuple(probes),
     )
+    folder = root / key if provenance == "recorded" else None
+    return Recording(key, run, tuple(probes), provenance=provenance, folder=folder)  # type: ignore[arg-type]
 
 
 def write_cassette(path: Path, request: Any, status: int, body: Any) -> None:
@@ -72,13 +71,11 @@ def write_cassette(path: Path, request: Any, status: int, body: Any) -> None:
 
 
 def page_of(root: Path, *recordings: Recording) -> Page:
-    cassettes = {r.key: root / r.key for r in recordings if r.provenance == "recorded"}
-    return build_page(recordings, CATALOGUE, cassettes=cassettes, source="fixtures")
+    return build_page(recordings, CATALOGUE, source="fixtures")
 
 
 def html_of(root: Path, *recordings: Recording) -> str:
-    cassettes = {r.key: root / r.key for r in recordings if r.provenance == "recorded"}
-    return render_index(recordings, CATALOGUE, cassettes=cassettes, source="tests/fixtures/providers")
+    return render_index(recordings, CATALOGUE, source="tests/fixtures/providers")
 
 
 def cell(page: Page, key: str, pid: str) -> Any:
@@ -273,7 +270,7 @@ def test_an_unknown_outcome_is_refused_by_listing_the_known_ones(tmp_path: Path)
 def test_report_html_writes_the_page_under_out_with_the_transcribed_columns(tmp_path: Path) -> None:
     layout = Layout.out(tmp_path / "out")
     rec = recording(layout.fixtures_root, "llamacpp-b10434", [probe("chat-logprobs", "supported", "20 alts")])
-    save_results(rec, layout.results_path(rec.key))
+    rec.save()
     written = write_index(layout)
     assert written == tmp_path / "out" / "reports" / "index.html"
     html = written.read_text(encoding="utf-8")
@@ -298,7 +295,7 @@ def test_the_report_command_writes_the_page_with_every_other_generated_file(
 
     layout = Layout.out(tmp_path)
     rec = recording(layout.fixtures_root, "llamacpp-b10434", [probe("chat-logprobs", "supported", "20 alts")])
-    save_results(rec, layout.results_path(rec.key))
+    rec.save()
     assert main(["report", "--out", str(tmp_path)]) == 0
     assert f"generated {tmp_path / 'reports' / 'index.html'}" in capsys.readouterr().out
     assert "20 alts" in (tmp_path / "reports" / "index.html").read_text(encoding="utf-8")

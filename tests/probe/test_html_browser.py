@@ -279,12 +279,12 @@ def test_a_changed_verdict_between_two_releases_is_highlighted(browser: WebDrive
     # A later release made from the first recording, with one verdict changed.
     earlier = recorded()
     changed = replace(earlier.probes[0], verdict="a verdict that changed")
-    later = replace(earlier, key=f"{earlier.key}-later", release=f"{earlier.release}-later")
+    later = replace(
+        earlier, key=f"{earlier.key}-later", run=replace(earlier.run, release=f"{earlier.release}-later")
+    )
     later = replace(later, probes=(changed, *earlier.probes[1:]))
-    folder = Layout.repository().fixture_dir(earlier.key)
-    cassettes = {earlier.key: folder, later.key: folder}
     page = tmp_path / "index.html"
-    html = render_index([earlier, later], load_catalogue(), cassettes=cassettes, source="a test")
+    html = render_index([earlier, later], load_catalogue(), source="a test")
     page.write_text(html, encoding="utf-8")
     open_page(browser, page)
     td = browser.find_element(By.CSS_SELECTOR, f'td[data-key="{later.key}"][data-probe="{changed.id}"]')

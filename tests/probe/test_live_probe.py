@@ -13,8 +13,8 @@ import pytest
 
 from jevper.probe import cli
 from jevper.probe.catalogue import load_catalogue
-from jevper.probe.recording import Layout, load_results
-from jevper.probe.runner import ProbeRun
+from jevper.probe.recording import Layout, Recording
+from jevper.probe.runner import Sent
 from jevper.servers.llamacpp import DEFAULT_RELEASE, spawn_llamacpp
 
 pytestmark = pytest.mark.live
@@ -44,8 +44,8 @@ def test_a_live_run_reproduces_every_deterministic_verdict_of_the_recording(
 ) -> None:
     out, status, version = keyed_run
     assert status == 0
-    fresh = load_results(out / "results" / f"llamacpp-{version}.json")
-    recorded = load_results(COMMITTED.results_path(KEY))
+    fresh = Recording.load(out / "fixtures" / f"llamacpp-{version}")
+    recorded = COMMITTED.load(KEY)
     assert [p.id for p in fresh.probes] == DETERMINISTIC
     for result in fresh.probes:
         old = recorded.result(result.id)
@@ -76,7 +76,7 @@ def test_killing_the_server_mid_run_leaves_fixtures_untouched_and_names_the_prob
         pid = int(server.extra["pid"])
         shown = cli._progress
 
-        def progress_then_kill(index: int, total: int, run: ProbeRun) -> None:
+        def progress_then_kill(index: int, total: int, run: Sent) -> None:
             shown(index, total, run)
             if index == 3:
                 os.kill(pid, signal.SIGKILL)
@@ -88,7 +88,7 @@ def test_killing_the_server_mid_run_leaves_fixtures_untouched_and_names_the_prob
     assert sorted(p.name for p in committed.iterdir()) == before
     mismatch = filecmp.dircmp(committed, COMMITTED.fixture_dir(KEY))
     assert not mismatch.diff_files and not mismatch.left_only
-    partial = load_results(out / "fixtures" / f"{KEY}.partial" / "results.json")
+    partial = Recording.load(out / "fixtures" / f"{KEY}.partial")
     not_run = [p.id for p in partial.probes if p.outcome == "not-run"]
     assert not_run == [p.id for p in CATALOGUE.select(["chat-*"])][3:]
     err = capsys.readouterr().err

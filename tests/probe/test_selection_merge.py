@@ -17,9 +17,8 @@ from jevper.probe import cli
 from jevper.probe.cassettes import load_exchanges
 from jevper.probe.catalogue import load_catalogue
 from jevper.probe.presets import get_preset
-from jevper.probe.recording import Layout, load_results, read_provenance, save_results
+from jevper.probe.recording import Layout, Recording
 from jevper.probe.reports import generate
-from jevper.probe.runner import cassette_path
 from jevper.probe.session import Target, record
 from jevper.testing.faults import FaultServer, running
 
@@ -47,8 +46,6 @@ def out(tmp_path: Path, first_run: FirstRun) -> Path:
     """An --out folder holding a copy of the committed 45-probe recording."""
     folder = tmp_path / "out"
     first_run(KEY, folder / "fixtures" / KEY)
-    (folder / "results").mkdir()
-    (folder / "fixtures" / KEY / "results.json").rename(folder / "results" / f"{KEY}.json")
     return folder
 
 
@@ -68,20 +65,20 @@ def test_an_only_run_replaces_its_probes_cassettes_and_verdicts_and_keeps_every_
     out: Path, server: FaultServer
 ) -> None:
     before = snapshot(out / "fixtures")
-    old = load_results(out / "results" / f"{KEY}.json")
+    old = Recording.load(out / "fixtures" / KEY)
 
     assert probe_into(out, server.base_url(), *RERUN) == cli.EXIT_OK
 
     after = snapshot(out / "fixtures")
     rerun_files = {f"{KEY}/{probe_id}.yaml" for probe_id in RERUN}
     changed = {name for name in before if before[name] != after.get(name)}
-    assert changed == rerun_files | {f"{KEY}/provenance.json"}
+    assert changed == rerun_files | {f"{KEY}/provenance.json", f"{KEY}/results.json"}
     assert set(after) == set(before)
-    merged = load_results(out / "results" / f"{KEY}.json")
+    merged = Recording.load(out / "fixtures" / KEY)
     assert [p.id for p in merged.probes] == [p.id for p in old.probes]
     for result in merged.probes:
         if result.id in RERUN:
-            exchanges = load_exchanges(cassette_path(out / "fixtures" / KEY, CATALOGUE.get(result.id)))
+            exchanges = load_exchanges(merged.cassette(result.id))
             assert result.status == exchanges[-1].status
         else:
             assert result == old.result(result.id), result.id
@@ -111,9 +108,9 @@ def test_provenance_keeps_the_first_run_and_names_the_run_each_re_run_probe_came
         assert update["recorded_on"]
         assert "--only chat-bad-" in update["command"] or "--only chat-logprobs" in update["command"]
         assert update["flags"]["all_probes"] is False
-    index = load_results(out / "results" / f"{KEY}.json")
-    assert [u.probes for u in index.updates] == [("chat-logprobs",), ("chat-bad-model", "chat-bad-path")]
-    assert index.run_of("chat-bad-path") == index.updates[1]
+    index = Recording.load(out / "fixtures" / KEY)
+    assert [u.probes for u in index.later] == [("chat-logprobs",), ("chat-bad-model", "chat-bad-path")]
+    assert index.run_of("chat-bad-path") == index.later[1]
     assert index.run_of("chat-grammar") is None
 
 
@@ -122,8 +119,8 @@ def test_running_the_same_selection_twice_leaves_one_later_run_naming_it(
 ) -> None:
     assert probe_into(out, server.base_url(), *RERUN) == cli.EXIT_OK
     assert probe_into(out, server.base_url(), *RERUN) == cli.EXIT_OK
-    index = load_results(out / "results" / f"{KEY}.json")
-    assert [u.probes for u in index.updates] == [tuple(sorted(RERUN))]
+    index = Recording.load(out / "fixtures" / KEY)
+    assert [u.probes for u in index.later] == [tuple(sorted(RERUN))]
 
 
 @pytest.mark.parametrize(
@@ -146,7 +143,7 @@ def test_an_only_run_that_does_not_answer_every_probe_leaves_the_recording_byte_
     after = snapshot(out)
     partial = {name: data for name, data in after.items() if name.startswith(f"fixtures/{KEY}.partial/")}
     assert {name: data for name, data in after.items() if name not in partial} == before
-    assert load_results(out / "fixtures" / f"{KEY}.partial" / "results.json").result(only[0]) is not None
+    assert Recording.load(out / "fixtures" / f"{KEY}.partial").result(only[0]) is not None
 
 
 def test_an_only_run_with_another_model_is_refused_before_anything_is_sent(
@@ -183,7 +180,8 @@ def test_a_change_report_against_a_merged_recording_names_the_run_of_its_re_run_
     assert probe_into(out, server.base_url(), *RERUN) == cli.EXIT_OK
     capsys.readouterr()
 
-    assert cli.main(["diff", str(COMMITTED.results_path(KEY)), KEY, "--out", str(out)]) == cli.EXIT_OK
+    committed = str(COMMITTED.fixture_dir(KEY) / "results.json")
+    assert cli.main(["diff", committed, KEY, "--out", str(out)]) == cli.EXIT_OK
 
     report = capsys.readouterr().out
     assert "## chat-logprobs" in report
@@ -193,7 +191,7 @@ def test_a_change_report_against_a_merged_recording_names_the_run_of_its_re_run_
 
 def test_replaying_a_merged_recording_keeps_the_runs_it_lists(out: Path, server: FaultServer) -> None:
     assert probe_into(out, server.base_url(), *RERUN) == cli.EXIT_OK
-    index = out / "results" / f"{KEY}.json"
+    index = out / "fixtures" / KEY / "results.json"
     merged = index.read_bytes()
 
     assert cli.main(["replay", "--out", str(out), "--server", "llamacpp"]) == cli.EXIT_OK
@@ -202,17 +200,13 @@ def test_replaying_a_merged_recording_keeps_the_runs_it_lists(out: Path, server:
 
 
 def test_a_probe_missing_from_the_recording_is_added_by_an_only_run(out: Path, server: FaultServer) -> None:
-    index = out / "results" / f"{KEY}.json"
-    old = load_results(index)
-    save_results(
-        old.__class__(**{**old.__dict__, "probes": tuple(p for p in old.probes if p.id != "chat-bad-path")}),
-        index,
-    )
-    (out / "fixtures" / KEY / "chat-bad-path.yaml").unlink()
+    old = Recording.load(out / "fixtures" / KEY)
+    old.with_probes(tuple(p for p in old.probes if p.id != "chat-bad-path")).save()
+    old.cassette("chat-bad-path").unlink()
 
     assert probe_into(out, server.base_url(), "chat-bad-path") == cli.EXIT_OK
 
-    merged = load_results(index)
+    merged = Recording.load(out / "fixtures" / KEY)
     assert [p.id for p in merged.probes][-1] == "chat-bad-path"
     assert len(merged.probes) == len(old.probes)
     assert (out / "fixtures" / KEY / "chat-bad-path.yaml").is_file()
@@ -236,11 +230,9 @@ def test_the_merge_works_the_same_with_the_index_inside_the_fixture_folder(
     changed = {name for name in before if before[name] != after[name]}
     assert changed == {f"{p}.yaml" for p in RERUN} | {"provenance.json", "results.json"}
     assert set(after) == set(before)
-    index = load_results(layout.results_path(KEY))
-    assert index.updates[0].command == "merge test"
-    assert read_provenance(layout.fixture_dir(KEY) / "provenance.json").updates[0].run.model_name == (
-        "fault server"
-    )
+    index = layout.load(KEY)
+    assert index.later[0].run.command == "merge test"
+    assert index.later[0].run.model_name == ("fault server")
     assert not [p for p in layout.fixtures_root.iterdir() if p.name != KEY]
 
 
@@ -261,10 +253,11 @@ def test_a_provenance_written_by_the_older_merge_keeps_its_re_run_probes_named(
 
 def test_an_index_made_by_a_single_run_is_written_back_byte_identical(tmp_path: Path) -> None:
     # A committed recording made by one run (callo's, recorded whole).
-    committed = COMMITTED.results_path("callo-0.3.1")
-    save_results(load_results(committed), tmp_path / "results.json")
-    assert (tmp_path / "results.json").read_bytes() == committed.read_bytes()
-    assert "updates" not in json.loads(committed.read_text())
+    committed = COMMITTED.fixture_dir("callo-0.3.1")
+    COMMITTED.load("callo-0.3.1").save(tmp_path)
+    for name in ("results.json", "provenance.json"):
+        assert (tmp_path / name).read_bytes() == (committed / name).read_bytes()
+    assert "updates" not in json.loads((committed / "results.json").read_text())
 
 
 def test_an_only_run_of_an_upgraded_server_is_a_recording_of_its_own_and_is_diffed_honestly(
@@ -278,8 +271,8 @@ def test_an_only_run_of_an_upgraded_server_is_a_recording_of_its_own_and_is_diff
 
     # Answers from b99999 never land in the b10434 recording, nor the reverse.
     assert {k: v for k, v in snapshot(out).items() if k in before} == before
-    upgraded = load_results(out / "results" / "llamacpp-b99999.json")
-    assert sorted(p.id for p in upgraded.probes) == sorted(RERUN) and upgraded.updates == ()
+    upgraded = Recording.load(out / "fixtures" / "llamacpp-b99999")
+    assert sorted(p.id for p in upgraded.probes) == sorted(RERUN) and upgraded.later == ()
     assert cli.main(["diff", KEY, "llamacpp-b99999", "--out", str(out)]) == cli.EXIT_OK
     printed = capsys.readouterr()
     assert "2 of 2 probes present in both changed verdict; 43 more present in one recording only." in (
@@ -291,23 +284,23 @@ def test_an_only_run_of_an_upgraded_server_is_a_recording_of_its_own_and_is_diff
 def test_an_only_run_into_a_fixture_folder_without_its_index_keeps_every_file_it_did_not_answer(
     tmp_path: Path, server: FaultServer, first_run: FirstRun
 ) -> None:
-    # A repository-layout folder copied into an --out folder: its results.json is not where --out looks.
+    # A recording folder whose results.json was lost: its cassettes and provenance are still kept.
     out = tmp_path / "out"
-    first_run(KEY, out / "fixtures" / KEY)
+    (first_run(KEY, out / "fixtures" / KEY) / "results.json").unlink()
     before = snapshot(out / "fixtures" / KEY)
 
     assert probe_into(out, server.base_url(), *RERUN) == cli.EXIT_OK
 
     after = snapshot(out / "fixtures" / KEY)
-    assert set(after) == set(before)
+    assert set(after) == set(before) | {"results.json"}
     assert {name for name in before if before[name] != after[name]} == {
         *(f"{p}.yaml" for p in RERUN),
         "provenance.json",
     }
-    index = load_results(out / "results" / f"{KEY}.json")
+    index = Recording.load(out / "fixtures" / KEY)
     assert sorted(p.id for p in index.probes) == sorted(RERUN)
     assert index.command == "python -m jevper.probe --server llamacpp --spawn"
-    assert index.updates[0].probes == tuple(sorted(RERUN))
+    assert index.later[0].probes == tuple(sorted(RERUN))
 
 
 def test_an_only_run_stopped_by_the_user_leaves_the_recording_and_no_scratch_folder(

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from jevper.probe import cli
-from jevper.probe.recording import Layout, load_results, read_provenance
+from jevper.probe.recording import Layout, Recording
 from jevper.probe.reports import generate
 from jevper.servers.llamacpp import DEFAULT_RELEASE
 
@@ -24,8 +24,6 @@ def test_re_probing_two_probes_of_the_embedded_server_merges_them_and_names_the_
 ) -> None:
     out = tmp_path / "out"
     first_run(KEY, out / "fixtures" / KEY)
-    (out / "results").mkdir()
-    (out / "fixtures" / KEY / "results.json").rename(out / "results" / f"{KEY}.json")
     folder = out / "fixtures" / KEY
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
 
@@ -34,18 +32,18 @@ def test_re_probing_two_probes_of_the_embedded_server_merges_them_and_names_the_
 
     after = {p.name: p.read_bytes() for p in folder.iterdir()}
     assert set(after) == set(before)
-    kept = set(before) - {f"{p}.yaml" for p in RERUN} - {"provenance.json"}
+    kept = set(before) - {f"{p}.yaml" for p in RERUN} - {"provenance.json", "results.json"}
     assert all(after[name] == before[name] for name in kept)
-    provenance = read_provenance(folder / "provenance.json")
-    assert provenance.run.recorded_on == load_results(COMMITTED.results_path(KEY)).recorded_on
+    provenance = Recording.load(folder)
+    assert provenance.run.recorded_on == COMMITTED.load(KEY).recorded_on
     assert provenance.run.command == "python -m jevper.probe --server llamacpp --spawn"
-    (update,) = provenance.updates
+    (update,) = provenance.later
     assert (update.run.release, update.probes) == (DEFAULT_RELEASE, RERUN)
     assert (update.run.server_command or "").startswith("python -m jevper.servers.xllamacpp_server ")
-    index = load_results(out / "results" / f"{KEY}.json")
-    assert len(index.probes) == 45 and index.updates[0].probes == RERUN
+    index = Recording.load(out / "fixtures" / KEY)
+    assert len(index.probes) == 45 and index.later[0].probes == RERUN
     # llama.cpp answers these two as it did when the recording was made.
-    committed = load_results(COMMITTED.results_path(KEY))
+    committed = COMMITTED.load(KEY)
     for probe_id in RERUN:
         old, new = committed.result(probe_id), index.result(probe_id)
         assert old is not None and new is not None

@@ -13,7 +13,7 @@ import pytest
 from jevper.probe import cli
 from jevper.probe.catalogue import load_catalogue
 from jevper.probe.presets import get_preset
-from jevper.probe.recording import UNANSWERED, Layout, load_results
+from jevper.probe.recording import UNANSWERED, Layout, Recording
 from jevper.probe.session import Target, record
 from jevper.testing.faults import FAULTS, FaultServer
 
@@ -23,6 +23,8 @@ KEY = "llamacpp-b10434"
 TIMEOUT = 1.0
 #: One probe per surface, each reading the body in its own way.
 PROBES = ("chat-logprobs", "responses-logprobs", "messages-plain")
+#: The probe each is followed by (a run holds one cassette per probe, so not the same one again).
+NEXT = (*PROBES[1:], PROBES[0])
 
 # What the harness should record for the faulted probe, per probe above. "refused" is right for an HTML
 # 500/404: the harness cannot tell a proxy's page from a server's refusal, and llama.cpp refuses some
@@ -77,10 +79,10 @@ def _run(faults: FaultServer, tmp_path: Path, base_url: str, probe_ids: list[str
 def test_the_harness_records_each_fault_as_an_outcome_and_the_run_goes_on(
     faults: FaultServer, tmp_path: Path, fault: str
 ) -> None:
-    for probe_id, expected in zip(PROBES, EXPECTED[fault], strict=True):
-        # The faulted request first, then the same probe against a healthy answer: the run goes on.
+    for probe_id, expected, healthy in zip(PROBES, EXPECTED[fault], NEXT, strict=True):
+        # The faulted request first, then another probe against a healthy answer: the run goes on.
         started = time.monotonic()
-        runs = _run(faults, tmp_path / probe_id, faults.base_url(fault, "ok"), [probe_id, probe_id])
+        runs = _run(faults, tmp_path / probe_id, faults.base_url(fault, "ok"), [probe_id, healthy])
         elapsed = time.monotonic() - started
         (outcome, verdict), (after, _) = runs
         assert outcome == expected, f"{probe_id}: {verdict}"
@@ -105,7 +107,7 @@ def test_a_faulted_run_is_written_aside_as_partial_and_the_fixture_folder_is_not
     _run(faults, tmp_path, faults.base_url("connection-reset", "ok"), list(PROBES))
     layout = Layout.out(tmp_path)
     assert not layout.fixture_dir("llamacpp-fault").exists()
-    partial = load_results(layout.partial_dir("llamacpp-fault") / "results.json")
+    partial = Recording.load(layout.partial_dir("llamacpp-fault"))
     assert [r.outcome for r in partial.probes] == ["fault", "supported", "fault"]
 
 
@@ -116,7 +118,8 @@ def test_a_slow_drip_is_cut_off_at_the_harness_timeout_and_the_run_goes_on(
 ) -> None:
     # The drip's body takes 6 s; httpx's timeout bounds each read, the runner's deadline the whole answer.
     started = time.monotonic()
-    runs = _run(faults, tmp_path, faults.base_url(drip, "ok"), [probe_id, probe_id])
+    healthy = NEXT[PROBES.index(probe_id)]
+    runs = _run(faults, tmp_path, faults.base_url(drip, "ok"), [probe_id, healthy])
     assert time.monotonic() - started < TIMEOUT + 0.5
     (outcome, verdict), (after, _) = runs
     assert outcome == "timeout"
@@ -167,7 +170,7 @@ def test_a_server_that_crashes_mid_run_leaves_the_committed_fixtures_untouched_a
     layout = Layout.out(out)
     assert status == cli.EXIT_INCOMPLETE
     assert _same_tree(COMMITTED.fixture_dir(KEY), layout.fixture_dir(KEY))
-    partial = load_results(layout.partial_dir(KEY) / "results.json")
+    partial = Recording.load(layout.partial_dir(KEY))
     outcomes = [r.outcome for r in partial.probes]
     assert outcomes[:3] == ["supported"] * 3
     assert outcomes[3] in UNANSWERED and set(outcomes[4:]) == {"not-run"}
@@ -200,7 +203,7 @@ def test_a_run_whose_every_request_is_refused_busy_exits_1_with_every_probe_a_fa
     ]
     status = cli.main([*argv, "--out", str(tmp_path), "--timeout", str(TIMEOUT)])
     assert status == cli.EXIT_INCOMPLETE
-    results = load_results(Layout.out(tmp_path).partial_dir("llamacpp-b1") / "results.json")
+    results = Recording.load(Layout.out(tmp_path).partial_dir("llamacpp-b1"))
     # Its own route is not a surface, so the server answers it plainly; GET /v1/models always answers.
     bad_route = {"chat-bad-path", "systemone-models"}
     assert {r.outcome for r in results.probes if r.id not in bad_route} == {"fault"}
