@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from jevper.probe.recording import RESULTS_FILE, Layout, ProbeResult, Recording, ResultsError
+from jevper.probe.recording import Layout, ProbeResult, Recording, ResultsError
 from jevper.probe.text import table_cell
 
 #: The command that regenerates a change report; the report's first line names it.
@@ -59,17 +59,8 @@ class RecordingDiff:
 
 def resolve(reference: str, layout: Layout) -> Recording:
     """A recording by key (looked up in `layout`), by its results.json, or by its folder."""
-    path = Path(reference)
-    folder = path.parent if path.is_file() and path.name == RESULTS_FILE else path
-    if not (folder / RESULTS_FILE).is_file():
-        folder = layout.fixture_dir(reference)
-    if not (folder / RESULTS_FILE).is_file():
-        raise DiffError(
-            f"expected a recording key, a results.json or a recording folder; found none for {reference!r} "
-            f"(looked for {path} and {folder / RESULTS_FILE})"
-        )
     try:
-        return Recording.load(folder)
+        return layout.find(reference)
     except ResultsError as exc:
         raise DiffError(str(exc)) from exc
 

@@ -329,6 +329,19 @@ class Layout:
     def load(self, key: str) -> Recording:
         return Recording.load(self.fixture_dir(key))
 
+    def find(self, reference: str) -> Recording:
+        """A recording named by its key (under this layout), its results.json, or its folder."""
+        path = Path(reference)
+        folder = path.parent if path.is_file() and path.name == RESULTS_FILE else path
+        if not (folder / RESULTS_FILE).is_file():
+            folder = self.fixture_dir(reference)
+        if not (folder / RESULTS_FILE).is_file():
+            raise ResultsError(
+                f"expected a recording key, a results.json or a recording folder; found none for "
+                f"{reference!r} (looked for {path} and {folder / RESULTS_FILE})"
+            )
+        return Recording.load(folder)
+
     def recordings(self) -> Iterator[Recording]:
         """Every recording under the layout, sorted by key. A folder is one only when its name is the
         key its index states: a partial run, a scratch folder or a leftover of an install is not."""
