@@ -38,13 +38,28 @@ class BaseClient:
         self._client = client
         self._options = Options.of(model, options)
         self._memory = Memory()
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` (``aclose()``) was called: a closed client takes no more calls."""
+        return self._closed
 
     @property
     def options(self) -> Options:
         """The options every call starts from (a frozen value; a call's overrides replace fields)."""
         return self._options
 
+    def _check_open(self) -> None:
+        if self._closed:
+            name = type(self).__name__
+            raise RuntimeError(
+                f"{name}: expected an open client, got one that was closed; make a new {name} (the SDK "
+                "client it was given is not closed by it and can be handed to the new one)"
+            )
+
     def _plan(self, state: State, questions: Mapping[str, object], overrides: Overrides) -> Plan:
+        self._check_open()
         if not isinstance(questions, Mapping) or not questions:
             raise InvalidQuestionError(
                 f"questions: expected a non-empty mapping of question id to question, got {questions!r:.80}"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections.abc import Awaitable, Callable, Generator, Mapping
-from typing import Any, TypeVar, Unpack
+from types import TracebackType
+from typing import Any, Self, TypeVar, Unpack
 
 from jevper import _native, _routes, _transport
 from jevper._client_base import BaseClient, Plan
@@ -23,7 +24,12 @@ class AsyncSystemOneClient(BaseClient):
     """``SystemOneClient`` for ``openai.AsyncOpenAI``, ``anthropic.AsyncAnthropic`` or any object whose
     ``create`` methods are coroutines. The questions of a call run concurrently; at most
     ``max_concurrency`` requests of the client are in flight at a time, across concurrent calls (as the
-    blocking client's one thread pool holds them); answers come back keyed by question id, in order."""
+    blocking client's one thread pool holds them); answers come back keyed by question id, in order.
+
+    ``await client.aclose()``, or leaving ``async with AsyncSystemOneClient(...) as client:``, cancels
+    the questions still running, waits until they have ended, and refuses further calls. It does not
+    close ``client``: the SDK client is the caller's, may serve other code or other jevper clients, and
+    is closed by its own ``close()`` or ``async with`` block."""
 
     def __init__(self, client: object, *, model: str, **options: Unpack[ClientOptions]) -> None:
         super().__init__(client, model=model, **options)
@@ -35,6 +41,8 @@ class AsyncSystemOneClient(BaseClient):
         self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
+        # The questions running, of every call: aclose() ends them.
+        self._running: set[asyncio.Task[Answered]] = set()
 
     async def system_one(
         self,
@@ -52,13 +60,35 @@ class AsyncSystemOneClient(BaseClient):
             asyncio.get_running_loop(), asyncio.Semaphore(self._options.max_concurrency)
         )
         tasks = [asyncio.ensure_future(self._answer(call, qid, q, gate)) for qid, q in call.questions]
+        self._running.update(tasks)
+        for task in tasks:
+            task.add_done_callback(self._running.discard)
         try:
             answered = await asyncio.gather(*tasks)
         except BaseException:
-            for task in tasks:
-                task.cancel()
+            # The other questions of a failed call end before the error leaves it: none keeps a request
+            # or a slot of the gate past the call.
+            await _cancelled(tasks)
             raise
         return self._assemble(call, answered)
+
+    async def aclose(self) -> None:
+        """Refuse further calls, cancel the questions still running on this event loop and wait until
+        they have ended. The SDK client stays open. Calling it again does nothing."""
+        self._closed = True
+        loop = asyncio.get_running_loop()
+        await _cancelled([task for task in self._running if task.get_loop() is loop])
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
     async def _natively(self, call: Plan) -> SystemOneResponse | None:
         """The call answered by System One, or None for the prompt surfaces."""
@@ -97,3 +127,11 @@ class AsyncSystemOneClient(BaseClient):
         except StopIteration as done:
             returned: T = done.value
             return returned
+
+
+async def _cancelled(tasks: list[asyncio.Task[Answered]]) -> None:
+    """Cancel ``tasks`` and wait until each has ended, its outcome retrieved (none is logged as lost)."""
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.gather(*tasks, return_exceptions=True)
