@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tomllib
@@ -56,3 +57,28 @@ def test_the_harness_dependencies_are_an_extra_and_not_the_clients() -> None:
     assert names == {"httpx"}
     probe = {dep.split(">")[0] for dep in project["optional-dependencies"]["probe"]}
     assert probe == {"vcrpy", "jinja2", "tabulate", "pyyaml"}
+
+
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_the_license_is_an_spdx_expression_which_the_build_backend_reads() -> None:
+    # A TOML table is deprecated: every install printed setuptools' warning about it, twice.
+    assert PYPROJECT["project"]["license"] == "MIT"
+    assert PYPROJECT["build-system"]["requires"] == ["setuptools>=77"]  # the first to read the string
+
+
+def test_every_folder_shipped_in_jevper_is_a_package_of_the_build() -> None:
+    # One that is not (the templates were not) makes setuptools warn on every install.
+    folders = {
+        ".".join(path.relative_to(ROOT).parts)
+        for path in (ROOT / "jevper").rglob("*")
+        if path.is_dir() and path.name != "__pycache__"
+    }
+    packages = set(PYPROJECT["tool"]["setuptools"]["packages"])
+    assert folders | {"jevper"} == packages - {"jevper.probes"}
+
+
+def test_every_module_path_the_pyproject_cites_exists() -> None:
+    cited = re.findall(r"jevper/[\w/]+\.py", (ROOT / "pyproject.toml").read_text())
+    assert cited and [path for path in cited if not (ROOT / path).is_file()] == []
