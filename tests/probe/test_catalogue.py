@@ -1,11 +1,14 @@
-"""The catalogue is data: 45 canonical ids (and more), each naming a classifier, a rule, a layout and a topic
+"""The catalogue is data: the canonical ids (and more), each naming a classifier, a rule, a layout and a topic
 that exist, each request reproducible."""
 
 from __future__ import annotations
 
 import json
+import re
+import tomllib
 from dataclasses import replace
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -67,17 +70,35 @@ CANONICAL_IDS = [
 ]
 
 CATALOGUE = load_catalogue()
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_list_prints_exactly_the_45_canonical_ids_with_their_surface(
+def test_list_prints_exactly_the_canonical_ids_with_their_surface(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert main(["list"]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if not line.endswith("not canonical")]
     assert [line.split("\t")[0] for line in lines] == CANONICAL_IDS
-    assert len(lines) == 45 == len(CATALOGUE.canonical)
+    assert len(lines) == len(CATALOGUE.canonical)
     surfaces = {line.split("\t")[1] for line in lines}
     assert surfaces == {"chat_completions", "responses", "messages"}
+
+
+def test_the_canonical_probes_are_those_the_probe_files_mark_and_the_only_ones_the_docs_count() -> None:
+    marked = []
+    for path in sorted(ROOT.glob("probes/*.toml")):
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        marked += [p["id"] for p in data.get("probe", []) if p.get("canonical", data.get("canonical", False))]
+    assert sorted(marked) == sorted(p.id for p in CATALOGUE.canonical) == sorted(CANONICAL_IDS)
+    # Prose that counts them says the catalogue's number (nothing in the code or the tests spells it).
+    counts = re.compile(
+        r"the (\d+) canonical probes|the same (\d+) probes|the canonical (\d+)\b|all (\d+) probes"
+    )
+    for doc in [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *sorted(ROOT.glob("docs/*.md"))]:
+        text = " ".join(doc.read_text(encoding="utf-8").split())
+        for said in counts.finditer(text):
+            number = int(next(group for group in said.groups() if group))
+            assert number == len(CATALOGUE.canonical), f"{doc.name} says {said.group(0)!r}"
 
 
 @pytest.mark.parametrize(

@@ -43,7 +43,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 @pytest.fixture
 def out(tmp_path: Path, first_run: FirstRun) -> Path:
-    """An --out folder holding a copy of the committed 45-probe recording."""
+    """An --out folder holding a copy of the committed recording of the canonical probes."""
     folder = tmp_path / "out"
     first_run(KEY, folder / "fixtures" / KEY)
     return folder
