@@ -131,6 +131,21 @@ def test_a_trace_separating_server_is_read_at_the_answers_own_token_after_droppi
     assert response.reasoning == {"q": "Login errors are technical."}
 
 
+def test_two_trailing_end_tokens_after_the_answer_are_dropped_before_the_tail_is_anchored(
+    loopback: Any, fixtures: Any
+) -> None:
+    # The reference's allowance is two such tokens; a readout allowing one reports no anchor here.
+    case = fixtures.transcribed("sglang_chat_reasoning_content_two_end_tokens")
+    tail = [entry["token"] for entry in json.loads(case["body"])["choices"][0]["logprobs"]["content"][-3:]]
+    assert tail == ["B", "<|im_end|>", "<|endoftext|>"]
+    loopback.reply("/chat/completions", 200, case["body"])
+    response = jevper(loopback, method="logprobs").system_one(state=STATE, questions={"q": INTENT})
+    answer: Any = response.answers["q"]
+    assert answer.choice == "technical"
+    assert answer.probabilities["technical"] > answer.probabilities["billing"] > answer.probabilities["sales"]
+    assert response.debug["questions"]["q"]["requests"] == 1  # read at once, no corrective retry
+
+
 def test_a_stream_that_does_not_end_with_the_answer_is_reported_rather_than_guessed(loopback: Any) -> None:
     body = chat("B", message={"reasoning_content": "thinking"})
     entries = [
