@@ -47,7 +47,7 @@ def record_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-key", help="sent as a bearer token and x-api-key (default: $JEVPER_API_KEY)")
     parser.add_argument("--only", action="append", metavar="GLOB", help="probe ids to run (repeatable)")
     parser.add_argument(
-        "--out", type=Path, help="write fixtures/, results/, reports/ here (default: the repository)"
+        "--out", type=Path, help="write fixtures/<key>/ and reports/ here (default: the repository)"
     )
     parser.add_argument("--dry-run", action="store_true", help="print the requests; no network")
     parser.add_argument("--spawn", action="store_true", help="start the server on a free loopback port")

@@ -137,3 +137,31 @@ def test_a_cassette_whose_request_the_catalogue_no_longer_sends_asks_to_be_recor
 
     assert result is not None and result.outcome == "fault"
     assert result.verdict == "the request is not in the cassette; record it again"
+
+
+def test_a_run_that_fails_after_sending_keeps_its_cassettes_beside_the_recording(
+    tmp_path: Path, server: FaultServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jevper.probe import session
+
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(session, "install", full_disk)
+    layout = Layout.out(tmp_path)
+    preset = get_preset("llamacpp").with_overrides(base_url=server.base_url(), model="smollm2")
+    probes = [CATALOGUE.get(p) for p in PROBES]
+
+    with pytest.raises(OSError, match="No space left"):
+        record(
+            Target(preset, "b1", "fault server", "test"),
+            probes,
+            catalogue=CATALOGUE,
+            layout=layout,
+            api_key=None,
+            timeout=5,
+        )
+
+    kept = layout.partial_dir("llamacpp-b1")
+    assert sorted(p.name for p in kept.glob("*.yaml")) == sorted(f"{p}.yaml" for p in PROBES)
+    assert [p.name for p in layout.fixtures_root.iterdir()] == [kept.name]
