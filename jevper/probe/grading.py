@@ -11,7 +11,7 @@ what went wrong), never another probe's verdict, and never the recording.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -48,7 +48,7 @@ def grade(
     probes: Sequence[Probe],
     *,
     catalogue: Catalogue,
-    answers: dict[str, Answer] | None = None,
+    answers: Mapping[str, Answer] | None = None,
 ) -> Recording:
     """The recording with the verdict of each of `probes` computed from its cassette.
 
