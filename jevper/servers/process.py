@@ -167,7 +167,7 @@ class _Forker:
     Linux sends the parent-death signal when the *thread* that forked the child ends, not the process:
     a server started from a short-lived thread (a worker of a pool, a test's thread) was sent SIGTERM
     the moment that thread returned. Forked from this daemon thread instead, it lives until the
-    process ends, as the docstring above promises.
+    process ends, as the module's docstring promises.
     """
 
     def __init__(self) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from typesafe_sdk import Choice, Noul, Score, TypeSafeClient
 from jevper.servers import SpawnedServer
 from jevper.servers.gateway import spawn_gateway
 from jevper.servers.llamacpp import spawn_llamacpp
-from jevper.servers.process import free_port
+from jevper.servers.process import PORT, Launch, launched
 
 pytestmark = pytest.mark.live
 
@@ -137,23 +136,12 @@ def test_an_upstream_killed_mid_request_is_a_502_within_the_timeout() -> None:
 
 
 def test_sigterm_drains_the_request_in_flight_before_the_gateway_stops() -> None:
-    port = free_port()
     with spawn_llamacpp() as upstream:
         command = [sys.executable, "-m", "jevper.serve", "--upstream", upstream.base_url]
-        gateway = subprocess.Popen(
-            [*command, "--model", upstream.model, "--port", str(port), "--log-level", "warning"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        try:
-            url = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                try:
-                    if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.2)
+        command += ["--model", upstream.model, "--port", PORT, "--log-level", "warning"]
+        launch = Launch(name="jevper serve", command=command, env=dict(os.environ), log_prefix="jevper-serve")
+        with launched(launch, identify=lambda _: "jevper", timeout=60) as running:
+            gateway, url = running.process, running.root_url
             questions = {f"q{i}": {"type": "noul", "instructions": f"Is it case {i}?"} for i in range(3)}
 
             async def ask_then_stop() -> httpx.Response:
@@ -170,5 +158,3 @@ def test_sigterm_drains_the_request_in_flight_before_the_gateway_stops() -> None
             assert list(reply.json()["answers"]) == list(questions)
             # Uvicorn answers what is in flight, then ends by the signal it was sent (its exit status).
             assert gateway.wait(timeout=30) in (0, -signal.SIGTERM)
-        finally:
-            gateway.kill()
