@@ -13,7 +13,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "jevper"
 #: The client core's private modules the harness may still use, as ARCHITECTURE.md says.
 HARNESS_MAY_USE = {"jevper._wire", "jevper._errors", "jevper._deadline"}
 #: The packages built on the client: it imports none of them.
-ABOVE_THE_CLIENT = ("jevper.probe", "jevper.serve", "jevper.servers", "jevper.testing")
+ABOVE_THE_CLIENT = (
+    "jevper.probe",
+    "jevper.serve",
+    "jevper.servers",
+    "jevper.testing",
+    "jevper.batch",
+    "jevper._upstreams",
+)
 
 
 def module_of(path: Path) -> str:
@@ -40,7 +47,9 @@ def imports() -> dict[str, set[str]]:
 IMPORTS = imports()
 #: Every private module of the client core, read from the files (none named by hand, none left out).
 CLIENT_CORE_PRIVATE = {
-    m for m in IMPORTS if m.startswith("jevper._") and m.count(".") == 1 and m not in HARNESS_MAY_USE
+    m
+    for m in IMPORTS
+    if m.startswith("jevper._") and m.count(".") == 1 and m not in HARNESS_MAY_USE | set(ABOVE_THE_CLIENT)
 }
 
 
