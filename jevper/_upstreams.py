@@ -294,17 +294,19 @@ class Upstreams:
                 )
             else:
                 server.failed += 1
-                server.failures += 1
-                wait = min(self._cool_down * 2 ** (server.failures - 1), self._max_cool_down)
-                server.out_until = max(server.out_until, now + wait)
+                # Calls that were in flight together and fail together are one failure, not several.
+                if now >= server.out_until:
+                    server.failures += 1
+                    wait = min(self._cool_down * 2 ** (server.failures - 1), self._max_cool_down)
+                    server.out_until = now + wait
         self._wake()
 
     def _wake(self) -> None:
+        # Every waiter looks again: a release may make room, and a failure may leave none to wait for.
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)
-                return
 
     def _until_change(self) -> float | None:
         """Seconds until a server that is out comes back (None: only a release can make room)."""

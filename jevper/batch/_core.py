@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from jevper import AsyncSystemOneClient, InvalidQuestionError
-from jevper._upstreams import Upstream, Upstreams
+from jevper._upstreams import Upstream, Upstreams, blame
 from jevper.batch._schema import RESERVED, Row, result_columns, result_fields
 from jevper.questions import Question, as_question
 
@@ -223,7 +223,7 @@ class BatchClassifier:
                 worker.cancel()
             raise
         done = [row for row in rows if row is not None]
-        kept = [batch.column(name) for name in self.kept(batch.schema)]
+        kept = [valid_text(batch.column(name)) for name in self.kept(batch.schema)]
         columns = [batch.column(self.id_column), *kept, *result_columns(self.questions, done)]
         return pa.RecordBatch.from_arrays(columns, schema=schema)
 
@@ -239,7 +239,9 @@ class BatchClassifier:
         except asyncio.CancelledError:
             raise
         except Exception as error:  # a row's failure is data; even a bug's, with its type named
-            return Row(error=(type(error).__name__, str(error)))
+            # Any lone surrogate quoted in the message is escaped: the column holds UTF-8 text.
+            said = str(error).encode("utf-8", "backslashreplace").decode("utf-8")
+            return Row(error=(type(error).__name__, said), server_failed=blame(error) is not None)
         body = answered.to_api()
         return Row(body["answers"], answered.usage.prompt_tokens, answered.usage.completion_tokens)
 
@@ -303,6 +305,19 @@ def state_values(column: pa.Array | pa.ChunkedArray) -> list[Any]:
     if pa.types.is_struct(kind) or pa.types.is_list(kind) or pa.types.is_large_list(kind):
         values = [_without_nulls(v) for v in values]
     return values
+
+
+def valid_text(column: pa.Array) -> pa.Array:
+    """A kept text column as valid UTF-8: bytes that are not (a lone surrogate) written as escapes."""
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        return column
+    try:
+        column.validate(full=True)
+    except pa.ArrowInvalid:
+        values = [_decoded(v) for v in column.cast(pa.binary()).to_pylist()]
+        escaped = [None if v is None else v.encode("utf-8", "backslashreplace").decode() for v in values]
+        return pa.array(escaped, type=column.type)
+    return column
 
 
 def _decoded(raw: bytes | None) -> str | None:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from jevper.questions import Choice, Noul, Question, Score
 
@@ -53,6 +52,8 @@ class Row:
     input_tokens: int | None = None
     output_tokens: int | None = None
     error: tuple[str, str] | None = None  # (the jevper error's type, its message)
+    #: the error was the servers' (none answered in time), not the row's own: worth asking again later
+    server_failed: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -116,11 +117,8 @@ def flattened(batch: pa.RecordBatch) -> pa.RecordBatch:
     columns: list[pa.Array] = []
     for name, column in zip(batch.schema.names, batch.columns, strict=True):
         if pa.types.is_struct(column.type):
-            for i, sub in enumerate(column.type):
-                child = column.field(i)
-                # A null struct's children are not all null by construction: null them with it.
-                if column.null_count:
-                    child = pc.if_else(column.is_null(), pa.scalar(None, child.type), child)
+            # flatten() nulls each field where its struct is null (field() alone does not).
+            for sub, child in zip(column.type, column.flatten(), strict=True):
                 names.append(f"{name}.{sub.name}")
                 columns.append(_plain(child))
         else:

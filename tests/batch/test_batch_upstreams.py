@@ -71,9 +71,10 @@ def test_a_server_that_refuses_connections_is_taken_out_and_its_rows_are_asked_e
             batcher.close()
     assert [row["id"] for row in out if row["error"] is None] == list(range(30))
     assert len(script.requests) == 30
-    # Out after its first failures, for a cool-down far longer than this run: asked no more than that.
-    assert 1 <= status[0].failed <= 2 and status[0].succeeded == 0
-    assert status[0].out_for > 0 and "could not be reached" in (status[0].last_error or "")
+    # Out after its first failures (its two slots at once), then tried one row at a time after each
+    # cool-down (1 s, then 2 s): a few tries in all, however slow the machine makes this run.
+    assert 2 <= status[0].failed <= 4 and status[0].succeeded == 0
+    assert "could not be reached" in (status[0].last_error or "")
 
 
 def test_a_429_with_retry_after_delays_that_server_only() -> None:
@@ -94,9 +95,11 @@ def test_a_429_with_retry_after_delays_that_server_only() -> None:
     after = [r.received_at - refused_at for r in paused.requests[1:]]
     # The paused server is asked nothing for the second it asked for (Retry-After), then again.
     assert after and min(after) >= 1.0
-    # The other server went on answering meanwhile: about one row per 20 ms, none of them held back.
-    during = [r for r in steady.requests if refused_at < r.received_at < refused_at + 1.0]
-    assert len(during) >= 25
+    # The other server went on answering meanwhile (one row per 20 ms or more under load), no gap in it
+    # near the paused server's second.
+    during = [r.received_at for r in steady.requests if refused_at < r.received_at < refused_at + 1.0]
+    assert len(during) >= 10
+    assert max(b - a for a, b in zip([refused_at, *during], [*during, refused_at + 1.0], strict=True)) < 0.5
 
 
 def test_when_every_server_fails_over_and_over_the_pool_says_none_can_be_reached() -> None:

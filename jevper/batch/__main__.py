@@ -1,0 +1,5 @@
+import sys
+
+from jevper.batch.cli import main
+
+sys.exit(main())

@@ -1,0 +1,183 @@
+"""A run's results on disk as it goes, so that a crash costs only the rows in flight.
+
+Beside OUTPUT, a folder ``OUTPUT.parts/`` holds:
+
+- ``manifest.json``: what the run asks (questions, columns, batch size) and of which input; a resumed
+  run must match it;
+- ``part-NNNNNNNN.arrow``: the output rows of input batch N, written whole to a temporary name and
+  renamed (committed atomically);
+- ``journal-NNNNNNNN.jsonl``: the rows of batch N answered so far, one line each, written as each row
+  is done; a resumed run takes them as they are and asks only the others.
+
+When every batch is committed, OUTPUT is written from the parts (again by rename) and the folder goes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from jevper import InvalidQuestionError
+from jevper.batch._files import Format, Writer
+from jevper.batch._schema import Row
+
+MANIFEST_VERSION = 1
+
+
+class Parts:
+    """The parts folder of one OUTPUT."""
+
+    def __init__(self, output: Path) -> None:
+        self.output = output
+        self.folder = output.with_name(output.name + ".parts")
+
+    # --- starting and resuming -----------------------------------------------------------------------
+
+    def earlier(self) -> dict[str, Any] | None:
+        """The manifest an earlier run left, if any."""
+        path = self.folder / "manifest.json"
+        if not path.is_file():
+            return None
+        value = json.loads(path.read_text(encoding="utf-8"))
+        return value if isinstance(value, dict) else {}
+
+    def start(self, manifest: Mapping[str, Any], *, resume: bool) -> None:
+        """A fresh folder, or (``resume``) the one an earlier run left, if it asked the same thing."""
+        path = self.folder / "manifest.json"
+        earlier = self.earlier() if resume else None
+        if earlier is not None:
+            changed = sorted(k for k in {*earlier, *manifest} if earlier.get(k) != manifest.get(k))
+            if changed:
+                raise InvalidQuestionError(
+                    f"--resume: expected the run that left {self.folder} to be asked again as it was, got "
+                    f"a different {', '.join(changed)}; run with the earlier settings, or remove the folder "
+                    "to start over"
+                )
+            return
+        if self.folder.exists() and not resume:
+            raise InvalidQuestionError(
+                f"OUTPUT {self.output}: an unfinished run left {self.folder}; pass --resume to finish it, or "
+                "remove the folder to start over"
+            )
+        self.folder.mkdir(parents=True, exist_ok=True)
+        _write_atomically(path, json.dumps(dict(manifest), indent=1, sort_keys=True).encode())
+
+    def committed(self, index: int) -> bool:
+        return self._part(index).is_file()
+
+    def tally(self, index: int) -> tuple[int, Counter[str]]:
+        """The answered rows of committed batch ``index`` and its errors by type."""
+        with pa.memory_map(str(self._part(index))) as source:
+            table = ipc.open_file(source).read_all()
+        # flatten() nulls a field where its struct is null (field() alone does not).
+        kinds = table.column("error").combine_chunks().flatten()[0].to_pylist()
+        errors = Counter(kind for kind in kinds if kind is not None)
+        return table.num_rows - sum(errors.values()), errors
+
+    def journaled(self, index: int, ids: list[Any]) -> dict[int, Row]:
+        """The rows of batch ``index`` an earlier run answered before it stopped (by position), checked
+        against the batch's ids; a torn last line (the run killed mid-write) is left out. Rows that
+        failed only because no server answered are asked again."""
+        path = self._journal(index)
+        if not path.is_file():
+            return {}
+        known: dict[int, Row] = {}
+        with path.open(encoding="utf-8") as f:
+            for line in f:
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                at = entry.get("at")
+                if isinstance(at, int) and 0 <= at < len(ids) and entry.get("id") == ids[at]:
+                    row = Row.of_json(entry["row"])
+                    if not entry.get("server_failed"):
+                        known[at] = row
+        return known
+
+    # --- as the run goes -----------------------------------------------------------------------------
+
+    def journal(self, index: int) -> Journal:
+        return Journal(self._journal(index))
+
+    def commit(self, index: int, batch: pa.RecordBatch) -> None:
+        """Batch ``index``'s rows, whole, under their final name; its journal is then dropped."""
+        part = self._part(index)
+        temporary = part.with_name("." + part.name + ".tmp")
+        with pa.OSFile(str(temporary), "wb") as sink, ipc.new_file(sink, batch.schema) as writer:
+            writer.write_batch(batch)
+        _fsync(temporary)
+        os.replace(temporary, part)
+        with contextlib.suppress(FileNotFoundError):
+            self._journal(index).unlink()
+
+    # --- finishing -----------------------------------------------------------------------------------
+
+    def finish(self, schema: pa.Schema, fmt: Format) -> int:
+        """OUTPUT from every part in input order (written aside, then renamed); the folder removed.
+        Returns the rows written."""
+        temporary = self.output.with_name("." + self.output.name + ".tmp")
+        writer = Writer(temporary, schema, fmt)
+        rows = 0
+        try:
+            for batch in self.batches():
+                writer.write(batch.cast(schema) if batch.schema != schema else batch)
+                rows += batch.num_rows
+        finally:
+            writer.close()
+        os.replace(temporary, self.output)
+        shutil.rmtree(self.folder)
+        return rows
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        for part in sorted(self.folder.glob("part-*.arrow")):
+            with pa.memory_map(str(part)) as source:
+                reader = ipc.open_file(source)
+                for i in range(reader.num_record_batches):
+                    yield reader.get_batch(i)
+
+    def _part(self, index: int) -> Path:
+        return self.folder / f"part-{index:08d}.arrow"
+
+    def _journal(self, index: int) -> Path:
+        return self.folder / f"journal-{index:08d}.jsonl"
+
+
+class Journal:
+    """The rows of one batch as they are answered: one line each, handed to the OS at once."""
+
+    def __init__(self, path: Path) -> None:
+        self._file: TextIO = path.open("a", encoding="utf-8")
+
+    def write(self, at: int, row_id: Any, row: Row) -> None:
+        entry = {"at": at, "id": row_id, "row": row.to_json(), "server_failed": row.server_failed}
+        # One write per line, unbuffered past Python: a SIGKILL loses no line that was written whole.
+        self._file.write(json.dumps(entry) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    temporary = path.with_name("." + path.name + ".tmp")
+    temporary.write_bytes(data)
+    _fsync(temporary)
+    os.replace(temporary, path)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

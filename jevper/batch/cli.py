@@ -1,0 +1,254 @@
+"""`python -m jevper.batch INPUT OUTPUT --questions Q.json --server URL --model M`: the local engine.
+
+Exit status: 0 when every row was answered, 1 when some rows carry errors, 2 for bad usage or input
+(refused before any request), 3 when no server could be reached (what was done stays, for --resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import shutil
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from jevper import InvalidQuestionError
+from jevper.batch._core import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, BatchClassifier, Server, as_questions
+from jevper.batch._files import Input, format_of
+from jevper.batch._local import DEFAULT_BATCH_ROWS, Stopped, Tally, progress_line, run, summary_line
+from jevper.batch._parts import Parts
+from jevper.models import APIS, METHODS
+
+PROG = "python -m jevper.batch"
+DEFAULT_SLOTS = 4
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Ask every question about every row of INPUT, over one or more servers; write each "
+        "row's answers or its error to OUTPUT (Parquet, CSV or JSON Lines, by suffix).",
+    )
+    p.add_argument("input", metavar="INPUT", type=Path, help="a .parquet, .csv or .jsonl file of rows")
+    p.add_argument(
+        "output", metavar="OUTPUT", type=Path, help="where the results go (.parquet, .csv, .jsonl)"
+    )
+    p.add_argument(
+        "--questions",
+        required=True,
+        type=Path,
+        help="a JSON file: the System One questions object (question id -> question), or a body holding it",
+    )
+    p.add_argument(
+        "--server",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a server's base URL (ending in /v1); repeat",
+    )
+    p.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        help="the model every server serves, or one per --server, in order",
+    )
+    p.add_argument(
+        "--slots",
+        action="append",
+        type=int,
+        default=[],
+        help=f"requests in flight per server: one for all or one per --server (default {DEFAULT_SLOTS})",
+    )
+    p.add_argument(
+        "--state-column", default="state", help="the column holding each row's state (default: state)"
+    )
+    p.add_argument("--id-column", default="id", help="the column holding each row's id (default: id)")
+    p.add_argument("--keep-columns", action="store_true", help="copy every input column to the output")
+    p.add_argument("--concurrency", type=int, help="rows in flight at once (default: the servers' slots)")
+    p.add_argument("--api", default="auto", choices=APIS)
+    p.add_argument("--method", default="auto", choices=METHODS)
+    p.add_argument("--extra-body", type=_json_object, help="a JSON object merged into every request")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per request")
+    p.add_argument(
+        "--max-retries",
+        type=int,
+        default=DEFAULT_MAX_RETRIES,
+        help="times a row is asked again on another server after a server failed it",
+    )
+    p.add_argument("--batch-rows", type=int, default=DEFAULT_BATCH_ROWS, help=argparse.SUPPRESS)
+    p.add_argument("--resume", action="store_true", help="finish the run that left OUTPUT.parts/")
+    p.add_argument(
+        "--spawn",
+        action="store_true",
+        help="start the embedded llama.cpp (SmolLM2) on loopback for a try-out, with --slots slots",
+    )
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help=argparse.SUPPRESS)
+    return p
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r} ({exc})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def questions_of(path: Path) -> dict[str, Any]:
+    """The questions file, each question checked by the client's rules; a problem names where it is."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InvalidQuestionError(
+            f"--questions {path}: expected a readable file, got {exc.strerror}"
+        ) from None
+    except ValueError as exc:
+        raise InvalidQuestionError(f"--questions {path}: expected JSON, got {exc}") from None
+    asked = value.get("questions") if isinstance(value, dict) and "questions" in value else value
+    where = "questions" if asked is not value else "(top level)"
+    if not isinstance(asked, dict) or not asked:
+        raise InvalidQuestionError(
+            f"--questions {path}: {where}: expected an object of 1 or more questions by id, got "
+            f"{'an empty object' if isinstance(asked, dict) else type(asked).__name__}"
+        )
+    for qid, question in asked.items():
+        try:
+            as_questions({qid: question})
+        except InvalidQuestionError as exc:
+            raise InvalidQuestionError(f"--questions {path}: questions.{qid}: {exc}") from None
+    return asked
+
+
+def servers_of(args: argparse.Namespace, spawned: tuple[str, str] | None) -> list[Server]:
+    urls = list(args.server) + ([spawned[0]] if spawned else [])
+    if not urls:
+        raise InvalidQuestionError("--server: expected at least one server's base URL (or --spawn), got none")
+    models = list(args.model) or ([spawned[1]] if spawned else [])
+    if spawned and len(models) == len(args.server):
+        models.append(spawned[1])
+    if len(models) not in (1, len(urls)):
+        raise InvalidQuestionError(
+            f"--model: expected one model for every server or one per --server ({len(urls)}), "
+            f"got {len(models)}"
+        )
+    slots = list(args.slots) or [DEFAULT_SLOTS]
+    if len(slots) not in (1, len(urls)):
+        raise InvalidQuestionError(
+            f"--slots: expected one count for every server or one per --server ({len(urls)}), "
+            f"got {len(slots)}"
+        )
+    return [
+        Server(url.rstrip("/"), models[i if len(models) > 1 else 0], slots[i if len(slots) > 1 else 0])
+        for i, url in enumerate(urls)
+    ]
+
+
+@contextlib.contextmanager
+def _spawned(args: argparse.Namespace) -> Iterator[tuple[str, str] | None]:
+    if not args.spawn:
+        yield None
+        return
+    from jevper.servers.llamacpp import spawn_llamacpp
+
+    slots = (args.slots or [DEFAULT_SLOTS])[-1]
+    with spawn_llamacpp(extra_args=("--ctx-size", str(4096 * slots), "-np", str(slots), "--jinja")) as server:
+        yield server.base_url, server.model
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return _main(args)
+    except InvalidQuestionError as bad:
+        print(f"{PROG}: {bad}", file=sys.stderr)
+        return 2
+
+
+def _main(args: argparse.Namespace) -> int:
+    # Everything that can be wrong with the input is found before the first request.
+    asked = questions_of(args.questions)
+    format_of(args.output, "OUTPUT")
+    if args.output.exists():
+        if args.resume and not Parts(args.output).folder.exists():
+            print(f"{PROG}: OUTPUT {args.output} is complete; nothing to resume")
+            return 0
+        if not args.resume:
+            raise InvalidQuestionError(
+                f"OUTPUT {args.output}: expected a path with no file yet, got an existing file; it is never "
+                "overwritten: remove it or name another OUTPUT"
+            )
+    source = Input(args.input)
+    checked = source.check(args.id_column)
+    from jevper.servers import SpawnError
+
+    try:
+        with _spawned(args) as spawned:
+            classifier = BatchClassifier(
+                asked,
+                servers_of(args, spawned),
+                id_column=args.id_column,
+                state_column=args.state_column,
+                keep_columns=args.keep_columns,
+                concurrency=args.concurrency,
+                api=args.api,
+                method=args.method,
+                extra_body=args.extra_body,
+                timeout=args.timeout,
+                max_retries=args.max_retries,
+            )
+            classifier.output_schema(checked.schema)
+            if args.batch_rows < 1:
+                raise InvalidQuestionError(
+                    f"--batch-rows: expected a positive integer, got {args.batch_rows}"
+                )
+            return asyncio.run(_run(args, classifier, source, checked.rows))
+    except SpawnError as failed:
+        print(f"{PROG}: --spawn: {failed}", file=sys.stderr)
+        return 3
+
+
+async def _run(args: argparse.Namespace, classifier: BatchClassifier, source: Input, rows: int) -> int:
+    tally = Tally(total=rows)
+    shown = sys.stderr.isatty() if args.progress is None else args.progress
+    bar = asyncio.ensure_future(_progress(tally, classifier)) if shown else None
+    try:
+        await run(
+            classifier,
+            source,
+            args.output,
+            resume=args.resume,
+            batch_rows=args.batch_rows,
+            tally=tally,
+            checked_rows=rows,
+        )
+    except Stopped as stopped:
+        _end(bar)
+        print(summary_line(tally, tally.done))
+        print(f"{PROG}: stopped: {stopped}; the rows done are kept, --resume goes on", file=sys.stderr)
+        return 3
+    _end(bar)
+    print(summary_line(tally, rows))
+    return 0 if not tally.errors else 1
+
+
+def _end(bar: asyncio.Future[None] | None) -> None:
+    if bar is not None:
+        bar.cancel()
+        sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+async def _progress(tally: Tally, classifier: BatchClassifier) -> None:
+    while True:
+        if classifier.upstreams is not None:
+            tally.servers = classifier.upstreams.status()
+        width = shutil.get_terminal_size((100, 20)).columns
+        sys.stderr.write("\r" + progress_line(tally, width) + "\x1b[K")
+        sys.stderr.flush()
+        await asyncio.sleep(0.25)

@@ -1,0 +1,265 @@
+"""The local engine's command line against the fault server: the three file formats, the summary line
+and exit statuses, bad input refused before any request, and a run SIGKILLed mid-way then resumed."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from _batch_data import QUESTIONS, posts
+
+from jevper.batch.cli import main
+from jevper.testing.faults import FaultServer
+
+
+def write_rows(path: Path, n: int, *, extra: dict[int, dict[str, Any]] | None = None) -> Path:
+    with path.open("w", encoding="utf-8") as f:
+        for i in range(n):
+            row = {"id": i, "state": f"ticket {i}: charged twice", "channel": "mail"}
+            row.update((extra or {}).get(i, {}))
+            f.write(json.dumps(row) + "\n")
+    return path
+
+
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def batch_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., Ran]:
+    """``python -m jevper.batch`` in this process (a subprocess pays the SDK's import each time)."""
+
+    def run(*args: str | Path, cwd: Path) -> Ran:
+        monkeypatch.chdir(cwd)
+        capsys.readouterr()
+        status = main([str(a) for a in args])
+        said = capsys.readouterr()
+        return Ran(status, said.out, said.err)
+
+    return run
+
+
+@pytest.fixture
+def questions(tmp_path: Path) -> Path:
+    path = tmp_path / "questions.json"
+    path.write_text(json.dumps(QUESTIONS))
+    return path
+
+
+def server_args(faults: FaultServer, *more: str) -> list[str]:
+    return ["--server", faults.base_url(), "--model", "fault-model", "--api", "systemone", *more]
+
+
+def test_a_run_writes_every_row_once_says_so_in_one_line_and_exits_0(
+    faults: FaultServer, tmp_path: Path, batch_cli: Callable[..., Ran], questions: Path
+) -> None:
+    rows = write_rows(tmp_path / "in.jsonl", 50)
+    done = batch_cli(rows, "out.parquet", "--questions", questions, *server_args(faults), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("jevper.batch: 50 rows, 50 answered, 0 errors, ")
+    assert lines[0].endswith(" rows/s")
+    table = pq.read_table(tmp_path / "out.parquet")
+    assert table.column("id").to_pylist() == list(range(50))
+    assert table.schema.names == ["id", "topic", "urgent", "anger", "error", "usage"]
+    assert not (tmp_path / "out.parquet.parts").exists()
+
+
+def test_rows_with_errors_are_counted_by_type_and_the_run_exits_1(
+    faults: FaultServer, tmp_path: Path, batch_cli: Callable[..., Ran], questions: Path
+) -> None:
+    rows = write_rows(tmp_path / "in.jsonl", 20, extra={3: {"state": "bad \ud800"}, 9: {"state": None}})
+    done = batch_cli(rows, "out.jsonl", "--questions", questions, *server_args(faults), cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "18 answered, 2 errors (InvalidQuestionError 2)" in done.stdout
+    out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [row["id"] for row in out] == list(range(20))
+    # JSON Lines keep the structs, maps as objects.
+    assert out[0]["topic"]["probabilities"] == {"billing": 0.5, "other": 0.5}
+    assert out[0]["anger"]["legend"] == {"0": "calm", "1": "annoyed", "2": "furious"}
+    assert (
+        out[3]["error"]["type"] == "InvalidQuestionError" and "lone surrogate" in out[3]["error"]["message"]
+    )
+    assert out[3]["topic"] is None and out[0]["error"] is None
+
+
+def test_csv_flattens_each_struct_into_question_dot_field_columns(
+    faults: FaultServer, tmp_path: Path, batch_cli: Callable[..., Ran], questions: Path
+) -> None:
+    rows = tmp_path / "in.csv"
+    rows.write_text('id,state,channel\n007,first ticket,mail\n008,"second, with a comma",chat\n')
+    done = batch_cli(
+        rows, "out.csv", "--questions", questions, "--keep-columns", *server_args(faults), cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    with (tmp_path / "out.csv").open(newline="") as f:
+        out = list(csv.DictReader(f))
+    assert [row["id"] for row in out] == ["007", "008"]  # CSV text is kept as written
+    assert out[1]["state"] == "second, with a comma" and out[1]["channel"] == "chat"
+    assert out[0]["topic.choice"] == "billing"
+    assert json.loads(out[0]["topic.probabilities"]) == {"billing": 0.5, "other": 0.5}
+    assert float(out[0]["urgent.noul"]) == 0.7
+    assert out[0]["error.type"] == "" and out[0]["usage.input_tokens"] == "36"
+    assert list(out[0])[:5] == ["id", "state", "channel", "topic.type", "topic.choice"]
+
+
+def test_an_existing_output_is_never_overwritten(
+    faults: FaultServer, tmp_path: Path, batch_cli: Callable[..., Ran], questions: Path
+) -> None:
+    rows = write_rows(tmp_path / "in.jsonl", 5)
+    (tmp_path / "out.parquet").write_bytes(b"precious")
+    before = posts(faults)
+    done = batch_cli(rows, "out.parquet", "--questions", questions, *server_args(faults), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "never overwritten" in done.stderr
+    assert (tmp_path / "out.parquet").read_bytes() == b"precious"
+    assert posts(faults) == before
+
+
+@pytest.mark.parametrize(
+    ("case", "said"),
+    [
+        ("state column", "state_column: expected a column 'text'"),
+        ("id column", "id_column: expected a column 'key'"),
+        ("duplicate ids", "expected every id once, got 1 id(s) more than once, e.g. [3]"),
+        ("missing id", "expected an id on every row, got none on row 2"),
+        ("questions shape", "questions.topic: question 'topic': expected 'type' to be one of"),
+        ("questions not json", "--questions"),
+        ("unreadable input", "expected a JSON object"),
+        ("no server", "--server: expected at least one server"),
+        ("input suffix", "expected a file ending in .parquet"),
+        ("no input", "expected a readable file, got no such file"),
+    ],
+)
+def test_bad_input_is_refused_with_status_2_before_any_request(
+    faults: FaultServer, tmp_path: Path, batch_cli: Callable[..., Ran], questions: Path, case: str, said: str
+) -> None:
+    rows = write_rows(tmp_path / "in.jsonl", 6)
+    args: list[str | Path] = [rows, "out.parquet", "--questions", questions, *server_args(faults)]
+    if case == "state column":
+        args += ["--state-column", "text"]
+    elif case == "id column":
+        args += ["--id-column", "key"]
+    elif case == "duplicate ids":
+        write_rows(rows, 6, extra={4: {"id": 3}})
+    elif case == "missing id":
+        write_rows(rows, 6, extra={2: {"id": None}})
+    elif case == "questions shape":
+        questions.write_text(json.dumps({"topic": {"type": "choise", "criteria": {"a": "b"}}}))
+    elif case == "questions not json":
+        questions.write_text("{topic: ")
+    elif case == "unreadable input":
+        rows.write_text('{"id": 1, "state": "x"}\n{"id": 2, "state": \n')
+    elif case == "no server":
+        args = [rows, "out.parquet", "--questions", questions, "--model", "m"]
+    elif case == "input suffix":
+        args[0] = rows.rename(tmp_path / "in.txt")
+    elif case == "no input":
+        args[0] = tmp_path / "missing.jsonl"
+    before = posts(faults)
+    done = batch_cli(*args, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr
+    assert posts(faults) == before
+    assert not (tmp_path / "out.parquet").exists()
+
+
+def test_when_no_server_can_be_reached_the_run_stops_with_status_3(
+    tmp_path: Path, batch_cli: Callable[..., Ran], questions: Path
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    rows = write_rows(tmp_path / "in.jsonl", 10)
+    started = time.monotonic()
+    server = ["--server", f"http://127.0.0.1:{port}/v1", "--model", "m"]
+    done = batch_cli(rows, "out.parquet", "--questions", questions, *server, cwd=tmp_path)
+    assert done.returncode == 3, done.stderr
+    assert "expected one of 1 server(s) to answer" in done.stderr and "--resume" in done.stderr
+    assert time.monotonic() - started < 30
+    assert not (tmp_path / "out.parquet").exists()
+
+
+def test_a_run_sigkilled_mid_way_and_resumed_holds_each_id_once_and_asks_again_only_rows_in_flight(
+    faults: FaultServer, tmp_path: Path, batch_cli: Callable[..., Ran], questions: Path
+) -> None:
+    n, slots = 600, 4
+    rows = write_rows(tmp_path / "in.jsonl", n)
+    before = posts(faults)
+    command = [
+        sys.executable, "-m", "jevper.batch", str(rows), "out.parquet", "--questions", str(questions),
+        *server_args(faults, "--slots", str(slots), "--batch-rows", "64"),
+    ]  # fmt: skip
+    first = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while posts(faults) - before < n // 3 and time.monotonic() < deadline and first.poll() is None:
+        time.sleep(0.01)
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(10)
+    asked_first = posts(faults) - before
+    assert n // 3 <= asked_first < n, "the first run was not killed mid-way"
+    parts = tmp_path / "out.parquet.parts"
+    assert any(parts.glob("part-*.arrow")) and any(parts.glob("journal-*.jsonl"))
+
+    again = batch_cli(
+        rows, "out.parquet", "--questions", questions, *server_args(faults, "--resume"), cwd=tmp_path
+    )
+    assert again.returncode == 0, again.stderr
+    ids = pq.read_table(tmp_path / "out.parquet").column("id").to_pylist()
+    assert ids == list(range(n))
+    asked = posts(faults) - before
+    # Every row asked once, plus at most the rows in flight when the first run was killed.
+    assert n <= asked <= n + slots
+    assert again.stdout.startswith(f"jevper.batch: {n} rows, {n} answered, 0 errors")
+    assert f"({asked - asked_first} asked in this run)" in again.stdout
+
+
+def test_resume_refuses_a_run_that_asked_other_questions(
+    faults: FaultServer, tmp_path: Path, batch_cli: Callable[..., Ran], questions: Path
+) -> None:
+    rows = write_rows(tmp_path / "in.jsonl", 4)
+    parts = tmp_path / "out.parquet.parts"
+    parts.mkdir()
+    (parts / "manifest.json").write_text(json.dumps({"version": 1, "questions_sha256": "another"}))
+    done = batch_cli(
+        rows, "out.parquet", "--questions", questions, *server_args(faults, "--resume"), cwd=tmp_path
+    )
+    assert done.returncode == 2
+    assert "--resume: expected the run that left" in done.stderr and "questions_sha256" in done.stderr
+    without = batch_cli(rows, "out.parquet", "--questions", questions, *server_args(faults), cwd=tmp_path)
+    assert without.returncode == 2 and "pass --resume to finish it" in without.stderr
+
+
+def test_a_parquet_input_keeps_its_column_types_in_the_output(
+    faults: FaultServer, tmp_path: Path, batch_cli: Callable[..., Ran], questions: Path
+) -> None:
+    table = pa.table({"id": pa.array([5, 6], pa.int32()), "state": ["a", "b"], "score": [1.5, 2.5]})
+    pq.write_table(table, tmp_path / "in.parquet")
+    done = batch_cli(
+        "in.parquet",
+        "out.parquet",
+        "--questions",
+        questions,
+        "--keep-columns",
+        *server_args(faults),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    out = pq.read_table(tmp_path / "out.parquet")
+    assert out.schema.field("id").type == pa.int32() and out.column("score").to_pylist() == [1.5, 2.5]
