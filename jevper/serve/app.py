@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-import time
-import uuid
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from starlette.applications import Starlette
@@ -31,33 +30,35 @@ from jevper import (
     MalformedAnswerError,
     ProviderError,
 )
+from jevper.models import SystemOneResponse
+from jevper.questions import Question
+from jevper.serve import wide
+from jevper.serve.body import receive
 from jevper.serve.config import ConfigError, GatewayConfig, flagged
+from jevper.serve.errors import Refusal, error, invalid
+from jevper.serve.observe import CONTENT_TYPE, Metrics, Observed, observed_http_client, request_id
 from jevper.serve.validation import Invalid, Problem, parse
 
 log = logging.getLogger("jevper.serve")
 
 
-def error(status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    """An error in the shape System One clients read: ``{"error": {"type", "message"}}``."""
-    return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status, headers=headers)
-
-
-def invalid(problems: list[Problem]) -> JSONResponse:
-    return JSONResponse({"detail": [p.to_json() for p in problems]}, status_code=422)
-
-
-def upstream_client(config: GatewayConfig) -> AsyncSystemOneClient:
-    """The async client over the upstream: the anthropic SDK for the Messages surface, else openai's."""
+def upstream_client(config: GatewayConfig, metrics: Metrics | None = None) -> AsyncSystemOneClient:
+    """The async client over the upstream: the anthropic SDK for the Messages surface, else openai's;
+    its HTTP transport timed and counted per upstream."""
     key = config.upstream_api_key or "none"
+    metrics = metrics or Metrics()
     sdk: object
     if config.api == "messages":
-        from anthropic import AsyncAnthropic
+        from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
 
-        sdk = AsyncAnthropic(base_url=config.upstream.removesuffix("/v1"), api_key=key)
+        http = observed_http_client(DefaultAsyncHttpxClient, config.upstream, metrics)
+        sdk = AsyncAnthropic(base_url=config.upstream.removesuffix("/v1"), api_key=key, http_client=http)
     else:
         from openai import AsyncOpenAI
+        from openai import DefaultAsyncHttpxClient as OpenAIHttpxClient
 
-        sdk = AsyncOpenAI(base_url=config.upstream, api_key=key)
+        http = observed_http_client(OpenAIHttpxClient, config.upstream, metrics)
+        sdk = AsyncOpenAI(base_url=config.upstream, api_key=key, http_client=http)
     return AsyncSystemOneClient(
         sdk,
         model=config.model,
@@ -69,10 +70,10 @@ def upstream_client(config: GatewayConfig) -> AsyncSystemOneClient:
     )
 
 
-def checked_client(config: GatewayConfig) -> AsyncSystemOneClient:
+def checked_client(config: GatewayConfig, metrics: Metrics | None = None) -> AsyncSystemOneClient:
     """The upstream client, or a ConfigError naming the flag whose value the client refuses."""
     try:
-        return upstream_client(config)
+        return upstream_client(config, metrics)
     except InvalidQuestionError as refused:
         raise ConfigError(flagged(str(refused))) from None
 
@@ -80,7 +81,8 @@ def checked_client(config: GatewayConfig) -> AsyncSystemOneClient:
 class Gateway:
     def __init__(self, config: GatewayConfig, client: AsyncSystemOneClient | None = None) -> None:
         self.config = config
-        self.client = client or checked_client(config)
+        self.metrics = Metrics()
+        self.client = client or checked_client(config, self.metrics)
         self.in_flight = 0
         self._keys = [key.encode() for key in config.api_keys]
 
@@ -91,17 +93,14 @@ class Gateway:
         if refused is not None:
             return refused
         self.in_flight += 1
-        started = time.monotonic()
+        self.metrics.in_flight.inc()
         try:
-            response = await self._answer(request)
+            return await self._answer(request)
         except Exception:
-            response = self._unexpected()
+            return self._unexpected()
         finally:
             self.in_flight -= 1
-        log.info(
-            "POST /v1/systemone %d in %.0f ms", response.status_code, (time.monotonic() - started) * 1000
-        )
-        return response
+            self.metrics.in_flight.dec()
 
     async def models(self, request: Request) -> Response:
         refused = self._unauthorized(request)
@@ -133,6 +132,9 @@ class Gateway:
 
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok", "in_flight": self.in_flight})
+
+    async def metrics_text(self, request: Request) -> Response:
+        return Response(self.metrics.render(), media_type=CONTENT_TYPE)
 
     # --- the checks, in order ------------------------------------------------------------------------
 
@@ -167,45 +169,34 @@ class Gateway:
             headers={"retry-after": str(wait)},
         )
 
-    async def _body(self, request: Request) -> bytes | Response:
-        cap = self.config.max_body_bytes
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > cap:
-            return self._too_large(int(declared))
-        body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > cap:
-                return self._too_large(None)
-        return bytes(body)
-
-    def _too_large(self, size: int | None) -> Response:
-        cap = self.config.max_body_bytes
-        got = f"{size} bytes" if size is not None else "more"
-        return error(
-            413,
-            "request_too_large",
-            f"expected a request body of at most {cap} bytes, got {got}; send fewer or shorter questions, "
-            "or start the gateway with a larger --max-body-bytes",
-        )
-
     async def _answer(self, request: Request) -> Response:
-        body = await self._body(request)
-        if isinstance(body, Response):
-            return body
+        headers = request.headers
         try:
-            asked = parse(body)
+            body = await receive(
+                request.stream(),
+                headers.get("content-length"),
+                headers.get("content-encoding", ""),
+                headers.get("content-type", ""),
+                self.config.max_body_bytes,
+            )
+            asked = parse(body.json)
+        except Refusal as refused:
+            return refused.response()
         except Invalid as bad:
             return invalid(bad.problems)
-        if asked.images:
+        if asked.images or body.assets:
             return error(
                 501,
                 "not_supported_error",
                 f"expected text only: {self.config.model} reads no images through this gateway; send the "
                 "request without images",
             )
+
+        def ask(questions: Mapping[str, Question]) -> Awaitable[SystemOneResponse]:
+            return self.client.system_one(state=asked.state, questions=questions)
+
         try:
-            answered = await self.client.system_one(state=asked.state, questions=asked.questions)
+            answered = await wide.answer_all(asked.questions, ask, self.config.model)
         except InvalidQuestionError as bad:
             return invalid([Problem((), str(bad))])
         except ProviderError as failed:
@@ -219,23 +210,24 @@ class Gateway:
             )
         except JevperError as failed:
             return error(502, "upstream_error", f"the upstream could not answer: {failed}")
+        self.metrics.answered(answered)
         reply: dict[str, Any] = answered.to_api()
         reply["model"] = self.config.model
         return JSONResponse(reply)
 
     def _unexpected(self) -> Response:
-        """A JSON 500 naming an id that the traceback is logged under (called in an except block)."""
-        request_id = uuid.uuid4().hex
-        log.exception("POST /v1/systemone request %s failed unexpectedly", request_id)
+        """A JSON 500 naming the request's id, under which the traceback is logged (called in an except
+        block; the id is also the response's x-request-id)."""
+        rid = request_id.get()
+        log.exception("POST /v1/systemone request %s failed unexpectedly", rid)
         message = (
             "expected to answer or to name what was wrong, got an error the gateway did not expect on "
-            f"request {request_id}; retry, and if it recurs report that id, under which the gateway "
-            "logged what happened"
+            f"request {rid}; retry, and if it recurs report that id, under which the gateway logged what "
+            "happened"
         )
         return JSONResponse(
-            {"error": {"type": "internal_error", "message": message, "request_id": request_id}},
+            {"detail": {"error_type": "internal_error", "message": message, "request_id": rid}},
             status_code=500,
-            headers={"x-request-id": request_id},
         )
 
     def _upstream_failed(self, failed: ProviderError) -> Response:
@@ -255,7 +247,7 @@ async def _no_route(request: Request, exc: Exception) -> Response:
     return error(
         status,
         kind,
-        "expected POST /v1/systemone, GET /v1/models or GET /health, got "
+        "expected POST /v1/systemone, GET /v1/models, GET /health or GET /metrics, got "
         f"{request.method} {request.url.path}",
     )
 
@@ -266,7 +258,9 @@ def create_app(config: GatewayConfig, client: AsyncSystemOneClient | None = None
         Route("/v1/systemone", gateway.systemone, methods=["POST"]),
         Route("/v1/models", gateway.models, methods=["GET"]),
         Route("/health", gateway.health, methods=["GET"]),
+        Route("/metrics", gateway.metrics_text, methods=["GET"]),
     ]
     app = Starlette(routes=routes, exception_handlers={404: _no_route, 405: _no_route})
     app.state.gateway = gateway
+    app.add_middleware(Observed, metrics=gateway.metrics, routes=[r.path for r in routes])
     return app

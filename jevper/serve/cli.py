@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import logging
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -109,6 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         import uvicorn
 
         from jevper.serve.app import create_app
+        from jevper.serve.observe import configure_logging
     except ImportError as exc:
         print(
             f"the gateway needs its extra ({exc.name} is missing): "
@@ -117,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     keys = tuple(args.api_key) + tuple(k for k in os.environ.get(KEYS_ENV, "").split(",") if k)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    configure_logging(args.log_level)
     if not args.spawn and not (args.upstream and args.model):
         print("python -m jevper.serve: --upstream and --model are required (or --spawn)", file=sys.stderr)
         return 2
@@ -143,6 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             log_level=args.log_level,
             # The gateway logs each request itself (route, status, time; never a header).
             access_log=False,
+            # Uvicorn's own lines go through the root handler too, which puts the request id on each.
+            log_config=None,
             timeout_graceful_shutdown=int(args.timeout) + 5,
         )
     return 0

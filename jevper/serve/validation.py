@@ -74,7 +74,7 @@ def parse(raw: bytes) -> Asked:
             problems.append(Problem(("questions", str(qid)), str(exc)))
     if problems:
         raise Invalid(problems)
-    return Asked(body["state"], parsed, bool(body.get("images")))
+    return Asked(body["state"], parsed, bool(body.get("images")) or bool(body.get("assets")))
 
 
 def _question(qid: str, question: object) -> list[Problem]:

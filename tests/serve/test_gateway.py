@@ -90,8 +90,8 @@ def test_a_missing_or_wrong_key_is_a_401_authentication_error(
 ) -> None:
     reply = app.post("/v1/systemone", json=VALID, headers=headers)
     assert reply.status_code == 401
-    error = reply.json()["error"]
-    assert error["type"] == "authentication_error"
+    error = reply.json()["detail"]
+    assert error["error_type"] == "authentication_error"
     assert "Authorization: Bearer" in error["message"]
     assert KEY not in reply.text
 
@@ -176,8 +176,8 @@ def test_a_body_over_the_cap_is_a_413_naming_the_cap_whether_declared_or_streame
         streamed = client.post("/v1/systemone", content=iter([b"x" * 600, b"x" * 600]), headers=AUTH)
     for reply in (declared, streamed):
         assert reply.status_code == 413
-        assert "at most 1000 bytes" in reply.json()["error"]["message"]
-        assert "--max-body-bytes" in reply.json()["error"]["message"]
+        assert "at most 1000 bytes" in reply.json()["detail"]["message"]
+        assert "--max-body-bytes" in reply.json()["detail"]["message"]
 
 
 def test_the_requests_past_the_in_flight_limit_get_429_with_retry_after(upstream: FaultServer) -> None:
@@ -195,7 +195,7 @@ def test_the_requests_past_the_in_flight_limit_get_429_with_retry_after(upstream
     assert statuses.count(429) == 3, statuses
     busy = next(r for r in replies if r.status_code == 429)
     assert busy.headers["retry-after"] == "1"
-    assert busy.json()["error"]["type"] == "rate_limit_error"
+    assert busy.json()["detail"]["error_type"] == "rate_limit_error"
 
 
 @pytest.mark.parametrize("fault", ["502-retry-after", "html-500", "connection-reset", "crash"])
@@ -203,7 +203,7 @@ def test_an_upstream_failure_is_a_502_that_says_so(fault: str) -> None:
     with running(model="smollm2") as failing, gateway(failing.base_url(fault), timeout=5) as client:
         reply = client.post("/v1/systemone", json=VALID, headers=AUTH)
     assert reply.status_code == 502, reply.text
-    assert reply.json()["error"]["type"] == "upstream_error"
+    assert reply.json()["detail"]["error_type"] == "upstream_error"
 
 
 def test_an_upstream_that_hangs_is_a_504_within_the_timeout(upstream: FaultServer) -> None:
@@ -212,13 +212,13 @@ def test_an_upstream_that_hangs_is_a_504_within_the_timeout(upstream: FaultServe
             "/v1/systemone", json={"state": STATE, "questions": {"t": QUESTIONS["topic"]}}, headers=AUTH
         )
     assert reply.status_code == 504
-    assert "--timeout" in reply.json()["error"]["message"]
+    assert "--timeout" in reply.json()["detail"]["message"]
 
 
 def test_images_are_refused_as_not_supported_not_as_an_error_of_the_server(app: TestClient) -> None:
     reply = app.post("/v1/systemone", json={**VALID, "images": ["data:image/png;base64,AAAA"]}, headers=AUTH)
     assert reply.status_code == 501
-    assert reply.json()["error"]["type"] == "not_supported_error"
+    assert reply.json()["detail"]["error_type"] == "not_supported_error"
 
 
 def test_the_model_list_marks_the_served_model_as_a_decision_model_in_both_shapes(app: TestClient) -> None:
@@ -232,7 +232,7 @@ def test_the_model_list_marks_the_served_model_as_a_decision_model_in_both_shape
 def test_health_answers_without_a_key_and_an_unknown_route_is_a_json_404(app: TestClient) -> None:
     assert app.get("/health").json()["status"] == "ok"
     missing = app.post("/v1/chat/completions", json={}, headers=AUTH)
-    assert missing.status_code == 404 and missing.json()["error"]["type"] == "not_found_error"
+    assert missing.status_code == 404 and missing.json()["detail"]["error_type"] == "not_found_error"
     wrong = app.get("/v1/systemone", headers=AUTH)
     assert wrong.status_code == 405
 
@@ -361,8 +361,8 @@ def test_an_unexpected_error_is_a_json_500_naming_the_request_it_was_logged_unde
         assert app.get("/health").json()["in_flight"] == 0
     assert reply.status_code == 500
     assert reply.headers["content-type"] == "application/json"
-    error = reply.json()["error"]
-    assert error["type"] == "internal_error"
+    error = reply.json()["detail"]
+    assert error["error_type"] == "internal_error"
     assert error["request_id"] == reply.headers["x-request-id"]
     assert f"request {error['request_id']}" in error["message"]
     logged = [r for r in caplog.records if error["request_id"] in r.getMessage()]

@@ -73,10 +73,10 @@ def test_plain_http_gets_the_apis_body(gateway: SpawnedServer) -> None:
 
 def test_a_wrong_key_is_a_401_and_a_huge_body_a_413(gateway: SpawnedServer) -> None:
     wrong = httpx.post(f"{gateway.base_url}/systemone", json={}, headers={"authorization": "Bearer nope"})
-    assert wrong.status_code == 401 and wrong.json()["error"]["type"] == "authentication_error"
+    assert wrong.status_code == 401 and wrong.json()["detail"]["error_type"] == "authentication_error"
     huge = {"state": "x" * (5 * 1024 * 1024), "questions": {"q": {"type": "noul", "instructions": "?"}}}
     too_big = httpx.post(f"{gateway.base_url}/systemone", json=huge, headers=HEADERS, timeout=60)
-    assert too_big.status_code == 413 and too_big.json()["error"]["type"] == "request_too_large"
+    assert too_big.status_code == 413 and too_big.json()["detail"]["error_type"] == "request_too_large"
 
 
 def test_a_burst_past_the_in_flight_limit_is_answered_with_429s_and_no_lost_or_mixed_answers(
@@ -131,7 +131,7 @@ def test_an_upstream_killed_mid_request_is_a_502_within_the_timeout() -> None:
 
         reply, took = asyncio.run(ask_and_kill())
     assert reply.status_code == 502, reply.text
-    assert reply.json()["error"]["type"] == "upstream_error"
+    assert reply.json()["detail"]["error_type"] == "upstream_error"
     assert took < 30
 
 

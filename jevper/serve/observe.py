@@ -1,0 +1,182 @@
+"""What the gateway tells about itself: request ids, log lines, Prometheus metrics.
+
+Every request has an id: the client's ``x-request-id`` when it sends a usable one, else a new one. It is
+returned on the response, sent on to the upstream, and stands in every log line written while the
+request is answered (a context variable, read by a logging filter). The metrics live in a registry of
+the gateway's own, with labels from bounded sets only (routes, statuses, upstreams, kinds), so their
+memory does not grow with the traffic.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import importlib
+import logging
+import re
+import time
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from jevper.models import SystemOneResponse
+
+REQUEST_ID = "x-request-id"
+#: A client's id is kept when it is this; anything else (too long, spaces, control characters that
+#: could forge a log line) is replaced by a new one.
+_USABLE_ID = re.compile(r"[A-Za-z0-9._:/+=@-]{1,128}")
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+request_id: contextvars.ContextVar[str] = contextvars.ContextVar("jevper_serve_request_id", default="-")
+log = logging.getLogger("jevper.serve")
+
+
+class RequestIdFilter(logging.Filter):
+    """Puts the request's id on every record, from whichever logger (httpx's, the client's, ours)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = request_id.get()
+        return True
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format=LOG_FORMAT)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RequestIdFilter())
+
+
+_LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = r = CollectorRegistry()
+        self.requests = Counter(
+            "jevper_serve_requests", "Requests answered, by route and status", ["route", "status"], registry=r
+        )
+        self.latency = Histogram(
+            "jevper_serve_request_seconds",
+            "Time to answer a request, by route",
+            ["route"],
+            buckets=_LATENCY,
+            registry=r,
+        )
+        self.in_flight = Gauge("jevper_serve_in_flight", "System One requests being answered", registry=r)
+        self.upstream_requests = Counter(
+            "jevper_serve_upstream_requests",
+            "Requests sent upstream, by upstream and status ('none' when no answer came)",
+            ["upstream", "status"],
+            registry=r,
+        )
+        self.upstream_errors = Counter(
+            "jevper_serve_upstream_errors",
+            "Upstream requests that failed, by upstream and kind (an HTTP status class or the failure)",
+            ["upstream", "kind"],
+            registry=r,
+        )
+        self.upstream_latency = Histogram(
+            "jevper_serve_upstream_seconds",
+            "Time an upstream took to answer, by upstream",
+            ["upstream"],
+            buckets=_LATENCY,
+            registry=r,
+        )
+        self.questions = Counter(
+            "jevper_serve_questions",
+            "Questions answered, by type, method and surface",
+            ["type", "method", "surface"],
+            registry=r,
+        )
+
+    def answered(self, response: SystemOneResponse) -> None:
+        for answer in response.answers.values():
+            self.questions.labels(answer.type, answer.method, answer.surface).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class Observed:
+    """ASGI middleware: the request id (taken or made, returned), the request's metrics and log line."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics, routes: Iterable[str]) -> None:
+        self.app, self.metrics, self.routes = app, metrics, frozenset(routes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = _header(scope, REQUEST_ID)
+        rid = given if given is not None and _USABLE_ID.fullmatch(given) else uuid.uuid4().hex
+        token = request_id.set(rid)
+        status = 500
+        started = time.perf_counter()
+
+        async def identified(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", rid.encode())]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, identified)
+        finally:
+            seconds = time.perf_counter() - started
+            path = scope["path"]
+            route = path if path in self.routes else "other"
+            self.metrics.requests.labels(route, str(status)).inc()
+            self.metrics.latency.labels(route).observe(seconds)
+            log.info("%s %s %d in %.0f ms", scope["method"], path[:200], status, seconds * 1000)
+            request_id.reset(token)
+
+
+def _header(scope: Scope, name: str) -> str | None:
+    wanted = name.encode()
+    for key, value in scope["headers"]:
+        if key.lower() == wanted:
+            return str(value.decode("latin-1"))
+    return None
+
+
+class ObservedTransport:
+    """The upstream's transport, timed and counted; it sends the request's id on.
+
+    Duck-typed over the transport of whichever httpx the SDK is built on (openai and anthropic moved
+    from httpx to httpx2): ``handle_async_request`` and ``aclose`` are all a client asks of it.
+    """
+
+    def __init__(self, upstream: str, metrics: Metrics, inner: Any) -> None:
+        self.upstream, self.metrics, self.inner = upstream, metrics, inner
+
+    async def handle_async_request(self, request: Any) -> Any:
+        rid = request_id.get()
+        if rid != "-":
+            request.headers[REQUEST_ID] = rid
+        started = time.perf_counter()
+        try:
+            response = await self.inner.handle_async_request(request)
+        except Exception as exc:
+            self.metrics.upstream_requests.labels(self.upstream, "none").inc()
+            self.metrics.upstream_errors.labels(self.upstream, type(exc).__name__).inc()
+            raise
+        self.metrics.upstream_latency.labels(self.upstream).observe(time.perf_counter() - started)
+        status = int(response.status_code)
+        self.metrics.upstream_requests.labels(self.upstream, str(status)).inc()
+        if status >= 400:
+            self.metrics.upstream_errors.labels(self.upstream, f"{status // 100}xx").inc()
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def observed_http_client(client_class: type, upstream: str, metrics: Metrics) -> Any:
+    """An instance of the SDK's own default HTTP client class, over an ObservedTransport."""
+    package = importlib.import_module(client_class.__mro__[1].__module__.partition(".")[0])
+    inner = package.AsyncHTTPTransport()
+    return client_class(transport=ObservedTransport(upstream, metrics, inner))
