@@ -99,7 +99,9 @@ def answer(question: Question, state: StateTurns, settings: Options, memory: Mem
         tried.add((surface, kind))
         try:
             if kind == "label":
-                raw, result, method = yield from _label(question, state, settings, surface, qid, trail)
+                raw, result, method = yield from _label(
+                    question, state, settings, memory, surface, qid, trail
+                )
             else:
                 raw, result = yield from _json(question, kind, state, settings, memory, surface, qid, trail)
                 method = kind
@@ -263,13 +265,36 @@ def _caller_field(error: ProviderError, settings: Options) -> ProviderError:
 
 
 def _label(
-    question: Question, state: StateTurns, settings: Options, surface: PromptSurface, qid: str, trail: Trail
+    question: Question,
+    state: StateTurns,
+    settings: Options,
+    memory: Memory,
+    surface: PromptSurface,
+    qid: str,
+    trail: Trail,
 ) -> Generator[Call, WireResult, tuple[dict[str, float], WireResult, str]]:
-    method = "grammar" if settings.method == "grammar" else "logprobs"
-    a = ask(question, "label", grammar=method == "grammar")
+    # method="auto" sends the label grammar from the first request: a server that honours it (llama.cpp)
+    # answers with one label and stops, where a small model left free writes prose to the end of its slot
+    # (SmolLM2 on two cores: past 60 s) and costs a corrective retry; servers without grammar support
+    # ignore the field, and one that refuses it is asked without it, once and for the client's life.
+    constrained = settings.method == "grammar" or (
+        settings.method == "auto" and "grammar" not in memory.omitted(settings.model, surface)
+    )
+    method = "grammar" if constrained else "logprobs"
+    a = ask(question, "label", grammar=constrained)
     request = _request(a, question, state, settings, qid)
     try:
-        result = yield from _send(surface, request, trail)
+        try:
+            result = yield from _send(surface, request, trail)
+        except ProviderError as error:
+            if not (settings.method == "auto" and constrained and _refused_grammar(error)):
+                raise
+            why = f"{error.status} {error.server_message!r}"
+            memory.limit(settings.model, surface, "grammar", why)
+            trail.why.append(f"dropped grammar: {why}")
+            a = ask(question, "label")
+            request, method = replace(request, grammar=None), "logprobs"
+            result = yield from _send(surface, request, trail)
         return read_labels(result, a), result, method
     except ProviderError as error:
         _no_distribution_route(error, settings, surface)
@@ -279,9 +304,11 @@ def _label(
             _no_distribution(str(unreadable), settings, surface)
         first = unreadable
     # One corrective retry, continuing the same conversation so the prefix stays cached. Under
-    # method="auto" it also carries the label grammar: llama.cpp then has to answer with a label,
-    # servers without grammar support ignore the field.
-    retry_grammar = a.grammar or (label_grammar(a.labels) if settings.method == "auto" else None)
+    # method="auto" it carries the label grammar unless the server refused it.
+    refused = "grammar" in memory.omitted(settings.model, surface)
+    retry_grammar = a.grammar or (
+        label_grammar(a.labels) if settings.method == "auto" and not refused else None
+    )
     correction = (
         f"Your reply must be exactly one of the letters {', '.join(a.labels)}. Reply with the letter only."
     )
@@ -304,6 +331,10 @@ def _label(
             "use method='structured', or a server that honours method='grammar' (llama.cpp)"
         ) from None
     return raw, again, "grammar" if retry_grammar else method
+
+
+def _refused_grammar(error: ProviderError) -> bool:
+    return error.kind == "field_refused" and error.field == "grammar"
 
 
 def _no_distribution_route(error: ProviderError, settings: Options, surface: PromptSurface) -> None:

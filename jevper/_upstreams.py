@@ -245,6 +245,19 @@ class Upstreams:
             held.succeeded()
             return result
 
+    def failing(self) -> list[Upstream]:
+        """The servers that failed last time they were asked: out, or back on trial one call at a time.
+        A check of the caller's own (the gateway's, in the background) may ``restore`` them."""
+        return [server.spec for server in self._servers if server.failures]
+
+    def restore(self, base_url: str) -> None:
+        """A check outside the pool found the server answering: it is in again, with all its slots."""
+        for server in self._servers:
+            if server.spec.base_url == base_url:
+                server.failures, server.out_until = 0, 0.0
+        for _ in range(len(self._waiters)):
+            self._wake()
+
     async def aclose(self) -> None:
         """Close every server's client (its SDK's connections)."""
         for server in self._servers:

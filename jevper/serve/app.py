@@ -11,11 +11,15 @@ logged.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import logging
-from collections.abc import Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
+from dataclasses import replace
 from typing import Any
 
+import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -30,6 +34,7 @@ from jevper import (
     MalformedAnswerError,
     ProviderError,
 )
+from jevper._upstreams import NoUpstreamError, Upstream, Upstreams
 from jevper.models import SystemOneResponse
 from jevper.questions import Question
 from jevper.serve import wide
@@ -79,12 +84,63 @@ def checked_client(config: GatewayConfig, metrics: Metrics | None = None) -> Asy
 
 
 class Gateway:
+    """The routes over the upstreams. A ``client`` given stands for the first upstream (tests)."""
+
     def __init__(self, config: GatewayConfig, client: AsyncSystemOneClient | None = None) -> None:
         self.config = config
         self.metrics = Metrics()
-        self.client = client or checked_client(config, self.metrics)
+        self._models: dict[int, str] = {}  # id(client) -> the model it asks
+
+        def connect(spec: Upstream) -> AsyncSystemOneClient:
+            if client is not None and spec.base_url == config.upstream:
+                made = client
+            else:
+                made = checked_client(self._one(spec), self.metrics)
+            self._models[id(made)] = spec.model
+            return made
+
+        specs = [Upstream(url, model, slots=config.pool) for url, model in config.upstreams]
+        self.pool = Upstreams(specs, connect)
         self.in_flight = 0
         self._keys = [key.encode() for key in config.api_keys]
+
+    def _one(self, spec: Upstream) -> GatewayConfig:
+        """The settings of one upstream's client."""
+        return replace(self.config, upstream=spec.base_url, model=spec.model, more_upstreams=())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        """While the app serves: the background check that puts an upstream that is out back in."""
+        task = asyncio.create_task(self._recheck())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await self.pool.aclose()
+
+    async def _recheck(self) -> None:
+        headers = (
+            {"authorization": f"Bearer {self.config.upstream_api_key}"}
+            if self.config.upstream_api_key
+            else {}
+        )
+        async with httpx.AsyncClient(timeout=min(5.0, self.config.timeout), headers=headers) as http:
+            while True:
+                await asyncio.sleep(self.config.recheck_s)
+                for spec in self.pool.failing():
+                    try:
+                        answered = await http.get(f"{spec.base_url}/models")
+                    except httpx.HTTPError:
+                        continue
+                    if answered.status_code < 500:
+                        log.info(
+                            "upstream %s answers again (GET /models %d): in",
+                            spec.base_url,
+                            answered.status_code,
+                        )
+                        self.pool.restore(spec.base_url)
 
     # --- the routes ---------------------------------------------------------------------------------
 
@@ -106,7 +162,7 @@ class Gateway:
         refused = self._unauthorized(request)
         if refused is not None:
             return refused
-        model = self.config.model
+        served = list(dict.fromkeys(model for _, model in self.config.upstreams))
         return JSONResponse(
             {
                 "object": "list",
@@ -118,6 +174,7 @@ class Gateway:
                         # Answered here as a decision model: System One answers, read from the upstream.
                         "architecture": {"input_modalities": ["text"], "output_modalities": ["decisions"]},
                     }
+                    for model in served
                 ],
                 # The list as System One SDKs read it.
                 "models": [
@@ -126,12 +183,42 @@ class Gateway:
                         "description": f"{model} answering System One questions through jevper",
                         "release_date": "unknown",
                     }
+                    for model in served
                 ],
             }
         )
 
     async def health(self, request: Request) -> Response:
-        return JSONResponse({"status": "ok", "in_flight": self.in_flight})
+        """200 while an upstream is in (503 while none is), naming each upstream and whether it is in."""
+        # In: answering as far as the gateway knows; a failed one is in again once a call or a check of
+        # it succeeds.
+        failing = {spec.base_url for spec in self.pool.failing()}
+        upstreams = [
+            {
+                "url": status.base_url,
+                "model": spec.model,
+                "in": status.base_url not in failing,
+                "in_flight": status.in_flight,
+                "succeeded": status.succeeded,
+                "failed": status.failed,
+                **(
+                    {"out_for_s": round(status.out_for, 1), "last_error": status.last_error}
+                    if status.out_for
+                    else {}
+                ),
+            }
+            for status, spec in zip(self.pool.status(), self._specs(), strict=True)
+        ]
+        serving = any(u["in"] for u in upstreams)
+        body = {
+            "status": "ok" if serving else "no upstream in",
+            "in_flight": self.in_flight,
+            "upstreams": upstreams,
+        }
+        return JSONResponse(body, status_code=200 if serving else 503)
+
+    def _specs(self) -> list[Upstream]:
+        return [Upstream(url, model, slots=self.config.pool) for url, model in self.config.upstreams]
 
     async def metrics_text(self, request: Request) -> Response:
         return Response(self.metrics.render(), media_type=CONTENT_TYPE)
@@ -192,11 +279,23 @@ class Gateway:
                 "request without images",
             )
 
-        def ask(questions: Mapping[str, Question]) -> Awaitable[SystemOneResponse]:
-            return self.client.system_one(state=asked.state, questions=questions)
+        def on(client: AsyncSystemOneClient) -> Awaitable[SystemOneResponse]:
+            def ask(questions: Mapping[str, Question]) -> Awaitable[SystemOneResponse]:
+                return client.system_one(state=asked.state, questions=questions)
+
+            return wide.answer_all(asked.questions, ask, self._models[id(client)])
 
         try:
-            answered = await wide.answer_all(asked.questions, ask, self.config.model)
+            # On the upstream with the most room; asked again on another while the failure is the
+            # upstream's (down, timed out, a 5xx), before any 5xx is given.
+            answered = await self.pool.ask(on, attempts=len(self.config.upstreams))
+        except NoUpstreamError as none:
+            return error(
+                503,
+                "upstream_unavailable",
+                f"expected an upstream to answer, got none in: {none}",
+                headers={"retry-after": str(self.config.retry_after_s)},
+            )
         except InvalidQuestionError as bad:
             return invalid([Problem((), str(bad))])
         except ProviderError as failed:
@@ -212,7 +311,7 @@ class Gateway:
             return error(502, "upstream_error", f"the upstream could not answer: {failed}")
         self.metrics.answered(answered)
         reply: dict[str, Any] = answered.to_api()
-        reply["model"] = self.config.model
+        reply["model"] = answered.model
         return JSONResponse(reply)
 
     def _unexpected(self) -> Response:
@@ -238,7 +337,8 @@ class Gateway:
                 f"expected the upstream to answer within {self.config.timeout:g} s, got no answer by then: "
                 f"{failed}; retry, ask fewer questions at once, or start the gateway with a larger --timeout",
             )
-        return error(502, "upstream_error", f"the upstream at {self.config.upstream} failed: {failed}")
+        asked = "the upstream" if len(self.config.upstreams) == 1 else "every upstream asked"
+        return error(502, "upstream_error", f"{asked} failed; the last: {failed}")
 
 
 async def _no_route(request: Request, exc: Exception) -> Response:
@@ -260,7 +360,9 @@ def create_app(config: GatewayConfig, client: AsyncSystemOneClient | None = None
         Route("/health", gateway.health, methods=["GET"]),
         Route("/metrics", gateway.metrics_text, methods=["GET"]),
     ]
-    app = Starlette(routes=routes, exception_handlers={404: _no_route, 405: _no_route})
+    app = Starlette(
+        routes=routes, exception_handlers={404: _no_route, 405: _no_route}, lifespan=gateway.lifespan
+    )
     app.state.gateway = gateway
     app.add_middleware(Observed, metrics=gateway.metrics, routes=[r.path for r in routes])
     return app

@@ -26,8 +26,19 @@ def parser() -> argparse.ArgumentParser:
         description="Serve POST /v1/systemone (TypeSafe's System One API) in front of any OpenAI-style "
         "server: the questions are answered by jevper over the upstream's own surface.",
     )
-    p.add_argument("--upstream", help="the upstream's base URL, ending in /v1 (or --spawn)")
-    p.add_argument("--model", help="the upstream's model id (with --spawn: the embedded model)")
+    p.add_argument(
+        "--upstream",
+        action="append",
+        default=[],
+        type=_upstream_arg,
+        metavar="URL[=MODEL]",
+        help="an upstream's base URL, ending in /v1, and the model it serves (else --model); repeat it "
+        "for several upstreams, each with a pool of its own (or --spawn)",
+    )
+    p.add_argument(
+        "--model",
+        help="the upstreams' model id where --upstream names none (with --spawn: the embedded model)",
+    )
     p.add_argument("--api", default="auto", choices=("auto", "chat_completions", "responses", "messages"))
     p.add_argument(
         "--method", default="auto", choices=("auto", "logprobs", "grammar", "structured", "discrete")
@@ -54,6 +65,27 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _upstream_arg(text: str) -> tuple[str, str | None]:
+    """``URL`` or ``URL=MODEL``; a model id holds no slash, and an '=' of a query string stays in the URL."""
+    url, sep, model = text.rpartition("=")
+    if sep and model and "/" not in model and "?" not in url:
+        return url.rstrip("/"), model
+    return text.rstrip("/"), None
+
+
+def _upstreams(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """Every --upstream with its model; SystemExit naming the one without."""
+    found = []
+    for url, model in args.upstream:
+        if not (model or args.model):
+            raise SystemExit(
+                f"python -m jevper.serve: --upstream {url}: expected a model, got none; write "
+                f"--upstream {url}=MODEL, or give --model for every upstream that names none"
+            )
+        found.append((url, model or args.model))
+    return found
+
+
 def _json_object(text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
@@ -66,8 +98,9 @@ def _json_object(text: str) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def _upstream(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
+    """The first upstream: the first --upstream, or the embedded server --spawn starts."""
     if not args.spawn:
-        yield args.upstream.rstrip("/"), args.model
+        yield _upstreams(args)[0]
         return
     from jevper.servers.llamacpp import spawn_llamacpp
 
@@ -83,9 +116,13 @@ _NOT_YET_SPAWNED = "http://127.0.0.1/v1"
 def planned(args: argparse.Namespace, keys: tuple[str, ...] = ()) -> GatewayConfig:
     """The configuration the options ask for, checked before anything starts (ConfigError names the
     flags); with --spawn, its upstream is set once the embedded server runs."""
+    # With --spawn, the embedded server is the first upstream, and any --upstream come after it.
+    given = _upstreams(args)
+    targets = [(_NOT_YET_SPAWNED, args.model or "the embedded model"), *given] if args.spawn else given
     config = GatewayConfig(
-        upstream=args.upstream.rstrip("/") if args.upstream else _NOT_YET_SPAWNED,
-        model=args.model or "the embedded model",
+        upstream=targets[0][0],
+        model=targets[0][1],
+        more_upstreams=tuple(targets[1:]),
         api=args.api,
         method=args.method,
         extra_body=args.extra_body,
@@ -118,8 +155,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     keys = tuple(args.api_key) + tuple(k for k in os.environ.get(KEYS_ENV, "").split(",") if k)
     configure_logging(args.log_level)
-    if not args.spawn and not (args.upstream and args.model):
-        print("python -m jevper.serve: --upstream and --model are required (or --spawn)", file=sys.stderr)
+    if not args.spawn and not args.upstream:
+        print(
+            "python -m jevper.serve: --upstream URL=MODEL (or with --model) is required, or --spawn",
+            file=sys.stderr,
+        )
         return 2
     try:
         # A setting that cannot work is refused here, once, rather than on every request.
@@ -129,9 +169,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     with _upstream(args) as (upstream, model):
         config = replace(checked, upstream=upstream, model=model)
+        behind = ", ".join(f"{m} at {u}" for u, m in config.upstreams)
         print(
-            f"jevper.serve: POST http://{args.host}:{args.port}/v1/systemone -> {model} at {upstream} "
-            f"({args.api}, pool {args.pool}, {len(keys)} key(s))",
+            f"jevper.serve: POST http://{args.host}:{args.port}/v1/systemone -> {behind} "
+            f"({args.api}, pool {args.pool} each, {len(keys)} key(s))",
             file=sys.stderr,
             flush=True,
         )

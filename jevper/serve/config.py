@@ -52,6 +52,16 @@ class GatewayConfig:
     max_body_bytes: int = 4 * 1024 * 1024
     timeout: float = 60.0  # seconds per upstream request
     retry_after_s: int = 1  # what a 429 asks the client to wait
+    #: More upstreams beyond the first, (base URL, model) each, every one with a pool of its own; a request
+    #: goes to the one with the most room, and one that fails is taken out while the others answer.
+    more_upstreams: tuple[tuple[str, str], ...] = ()
+    #: Seconds between the checks of an upstream that is out (GET /models), which put it back in.
+    recheck_s: float = 1.0
+
+    @property
+    def upstreams(self) -> tuple[tuple[str, str], ...]:
+        """Every upstream, (base URL, model), the first one first."""
+        return ((self.upstream, self.model), *self.more_upstreams)
 
     def __post_init__(self) -> None:
         for name in ("pool", "max_in_flight", "max_body_bytes"):
@@ -66,6 +76,13 @@ class GatewayConfig:
             or timeout <= 0
         ):
             raise ConfigError(f"--timeout: expected a positive number of seconds, got {timeout!r}")
+        urls = [url for url, _ in self.upstreams]
+        repeated = sorted({url for url in urls if urls.count(url) > 1})
+        if repeated:
+            raise ConfigError(
+                f"--upstream: expected each upstream once, got {', '.join(repeated)} more than once; "
+                "give a server's URL once and its slot count with --pool"
+            )
         if self.api == "messages" and self.method in LOGPROB_METHODS:
             raise ConfigError(
                 f"--api {self.api} --method {self.method}: expected a method the Messages API can answer "

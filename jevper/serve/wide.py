@@ -16,7 +16,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from jevper import Choice
-from jevper._distribution import choice_confidence
 from jevper.models import Answer, ChoiceAnswer, SystemOneResponse, Usage
 from jevper.questions import Question
 
@@ -90,7 +89,13 @@ async def answer_wide(question: Choice, ask: Ask, spent: _Spent) -> ChoiceAnswer
     }
     best = max(combined, key=lambda o: combined[o])
     ordered = {o: combined[o] for o in question.options}
-    return ChoiceAnswer(best, ordered, choice_confidence(list(ordered.values())), final.method, final.surface)
+    return ChoiceAnswer(best, ordered, _confidence(ordered[best], len(ordered)), final.method, final.surface)
+
+
+def _confidence(peak: float, n: int) -> float:
+    """The API's choice confidence, ``(p_max - 1/n) / (1 - 1/n)`` (as every answer of jevper has it; the
+    client core's own function is private to it). A wide question has n > 26."""
+    return max(0.0, min(1.0, (peak - 1 / n) / (1 - 1 / n)))
 
 
 def _choice(answer: Answer) -> ChoiceAnswer:

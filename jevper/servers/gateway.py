@@ -46,7 +46,7 @@ def spawn_gateway(
             version=jevper.__version__,
             model_name=f"{EMBEDDED_MODEL_NAME} on the embedded llama.cpp, {pool} slots",
             command=["python", "-m", "jevper.serve", *shown, *rest],
-            extra={"pool": str(pool), "upstream_api": api},
+            extra={"pool": str(pool), "upstream_api": api, "pid": str(running.process.pid)},
         )
 
 

@@ -7,6 +7,12 @@
 - Throughput at the upstream's slot count: the embedded llama.cpp with 4 slots; 16 requests of 4
   questions each, all at once, through the gateway (`--pool 4`) against the same 16 calls of one
   async client (`max_concurrency=4`) made directly. The faster of two alternating runs is kept.
+- Defaults against the best explicit setting and callo, side by side: three identical llama.cpp
+  servers (callo's recipe: two slots of 4,096 tokens, /slots and /props), one behind the gateway with
+  its defaults (no --api, no --method), one behind it with `--api chat_completions --method grammar`,
+  one behind callo 0.3.1. Requests of three questions (a choice, a noul, a score), four at a time (the
+  gateways' --max-in-flight), in alternating rounds; the gateway with defaults answers 200 of them in
+  all, counted for 5xx, and its resident memory is read after each round.
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ import json
 import statistics
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -26,6 +34,8 @@ from _loopback import instant_server, recorded_body
 from _report import ROOT, Figure, Section, load_average, median_p90
 
 from jevper import AsyncSystemOneClient, Choice
+from jevper.servers.callo import UPSTREAM_ARGS as CALLO_UPSTREAM
+from jevper.servers.callo import spawn_callo
 from jevper.servers.gateway import spawn_gateway
 from jevper.servers.llamacpp import spawn_llamacpp
 
@@ -119,6 +129,92 @@ async def _throughput(upstream: str, gateway: str) -> tuple[float, float]:
     return min(runs["gateway"]), min(runs["direct"])
 
 
+#: Side by side: requests of three questions, four at a time; the defaults answer DEFAULT_ROUNDS rounds.
+ROUND, AT_ONCE, DEFAULT_ROUNDS, OTHER_ROUNDS = 50, 4, 4, 2
+MIN_DEFAULTS_VS_BEST, MIN_DEFAULTS_VS_CALLO = 0.9, 2.0
+THREE = {
+    "team": {"type": "choice", "instructions": "Which team should handle this?", "criteria": CRITERIA},
+    "refund": {"type": "noul", "instructions": "Does the customer want money back?"},
+    "urgency": {
+        "type": "score",
+        "instructions": "How urgent is it?",
+        "criteria": ["can wait", "this week", "today"],
+    },
+}
+
+
+@dataclass
+class Side:
+    name: str
+    root: str
+    pid: int | None = None
+    seconds: float = 0.0
+    answered: int = 0
+    statuses: Counter[int] = field(default_factory=Counter)
+    rss_mib: list[float] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return self.answered / self.seconds if self.seconds else 0.0
+
+    def five_xx(self) -> int:
+        return sum(n for status, n in self.statuses.items() if status >= 500)
+
+
+def _statuses(side: Side) -> dict[int, int]:
+    return dict(sorted(side.statuses.items()))
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def _round(side: Side, first: int) -> None:
+    gate = asyncio.Semaphore(AT_ONCE)
+    async with httpx.AsyncClient(base_url=side.root, timeout=300) as http:
+
+        async def one(i: int) -> None:
+            async with gate:
+                body = {"state": f"{STATE} Ticket {i}.", "questions": THREE}
+                reply = await http.post("/v1/systemone", json=body)
+            side.statuses[reply.status_code] += 1
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one(first + i) for i in range(ROUND)))
+        side.seconds += time.perf_counter() - started
+    side.answered += ROUND
+    if side.pid is not None:
+        side.rss_mib.append(_rss_mib(side.pid))
+
+
+def _side_by_side() -> tuple[Side, Side, Side]:
+    gateway_flags = ("--max-in-flight", str(AT_ONCE))
+    best_flags = ("--method", "grammar", *gateway_flags)
+    with (
+        spawn_llamacpp(extra_args=CALLO_UPSTREAM) as up_defaults,
+        spawn_llamacpp(extra_args=CALLO_UPSTREAM) as up_best,
+        spawn_gateway(upstream=(up_defaults.base_url, MODEL), pool=2, options=gateway_flags) as defaults_gw,
+        spawn_gateway(
+            upstream=(up_best.base_url, MODEL), api="chat_completions", pool=2, options=best_flags
+        ) as best_gw,
+        spawn_callo() as callo,
+    ):
+        defaults = Side("defaults", defaults_gw.base_url.removesuffix("/v1"), int(defaults_gw.extra["pid"]))
+        best = Side("--api chat_completions --method grammar", best_gw.base_url.removesuffix("/v1"))
+        callo_side = Side(f"callo {callo.version}", callo.base_url.removesuffix("/v1"))
+        defaults.rss_mib.append(_rss_mib(int(defaults_gw.extra["pid"])))
+        order = [defaults, best, callo_side]
+        rounds = {defaults.name: DEFAULT_ROUNDS, best.name: OTHER_ROUNDS, callo_side.name: OTHER_ROUNDS}
+        for k in range(DEFAULT_ROUNDS):
+            for side in order[k % 3 :] + order[: k % 3]:  # each goes first in turn
+                if k < rounds[side.name]:
+                    asyncio.run(_round(side, k * ROUND))
+    return defaults, best, callo_side
+
+
 def run() -> Section:
     load_before = load_average()
     with (
@@ -147,6 +243,14 @@ def run() -> Section:
     ratio = direct_s / gateway_s
     load = load_average()
     questions = REQUESTS * PER_REQUEST
+    defaults, best, callo = _side_by_side()
+    side_load = load_average()
+    vs_best, vs_callo = defaults.rate / best.rate, defaults.rate / callo.rate
+    rss = defaults.rss_mib
+    shown = "; ".join(
+        f"{s.name} {s.rate:.2f} requests/s ({s.answered} requests, statuses {_statuses(s)})"
+        for s in (defaults, best, callo)
+    )
     return Section(
         key="gateway",
         title="Gateway (python -m jevper.serve)",
@@ -173,6 +277,44 @@ def run() -> Section:
                 f"{questions} questions in {REQUESTS} requests: {questions / gateway_s:.1f} questions/s "
                 f"through the gateway (--pool {SLOTS}), {questions / direct_s:.1f} directly "
                 f"(max_concurrency={SLOTS}); the faster of two runs each",
+            ),
+            Figure(
+                "gateway with its defaults ÷ the best explicit setting, requests/s",
+                vs_best,
+                "x",
+                f"≥ {MIN_DEFAULTS_VS_BEST}x",
+                vs_best >= MIN_DEFAULTS_VS_BEST,
+                side_load,
+                shown,
+            ),
+            Figure(
+                "gateway with its defaults ÷ callo over the same upstream, requests/s",
+                vs_callo,
+                "x",
+                f"≥ {MIN_DEFAULTS_VS_CALLO}x",
+                vs_callo >= MIN_DEFAULTS_VS_CALLO,
+                side_load,
+                f"{defaults.rate:.2f} against {callo.rate:.2f} requests/s of three questions, "
+                f"{AT_ONCE} at a time",
+            ),
+            Figure(
+                f"5xx answers in {defaults.answered} requests of three questions, gateway defaults",
+                defaults.five_xx(),
+                "",
+                "0",
+                defaults.five_xx() == 0,
+                side_load,
+                f"statuses {_statuses(defaults)}",
+            ),
+            Figure(
+                "gateway resident memory, growth over the rounds at its in-flight limit",
+                rss[-1] - rss[1] if len(rss) > 2 else float("nan"),
+                "MiB",
+                "≤ 5 MiB",
+                len(rss) > 2 and rss[-1] - rss[1] <= 5,
+                side_load,
+                f"after start-up and after each round of {ROUND}: {', '.join(f'{m:.1f}' for m in rss)} MiB "
+                f"({defaults.seconds:.0f} s at --max-in-flight {AT_ONCE} with {AT_ONCE} at a time)",
             ),
         ],
         notes=[

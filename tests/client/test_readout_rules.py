@@ -177,12 +177,13 @@ def test_the_grammar_method_sends_a_gbnf_restricted_to_the_labels(loopback: Any)
     assert loopback.bodies()[0]["grammar"] == 'root ::= "A" | "B" | "C"'
 
 
-def test_auto_adds_the_label_grammar_to_its_one_corrective_retry(loopback: Any) -> None:
+def test_auto_sends_the_label_grammar_first_and_keeps_it_on_its_one_corrective_retry(loopback: Any) -> None:
+    # A server that ignores the grammar (the reply is prose): the retry carries it again.
     loopback.reply("/chat/completions", 200, chat("The", [("The", -0.1), ("A", -2.0)]))
     loopback.reply("/chat/completions", 200, chat("A", [("A", -0.1), ("B", -2.0)]))
     answer: Any = jevper(loopback).system_one(state=STATE, questions={"q": INTENT}).answers["q"]
     first, second = loopback.bodies()
-    assert "grammar" not in first and second["grammar"] == 'root ::= "A" | "B" | "C"'
+    assert first["grammar"] == second["grammar"] == 'root ::= "A" | "B" | "C"'
     assert second["messages"][-2] == {"role": "assistant", "content": "The"}
     assert answer.method == "grammar"
 
@@ -493,7 +494,7 @@ def test_a_surface_that_stops_carrying_logprobs_moves_auto_to_json_even_after_a_
     loopback.reply("/chat/completions", 200, chat("A"))  # no logprob field this time
     loopback.reply("/chat/completions", 200, chat('{"billing": 0.1, "technical": 0.8, "sales": 0.1}'))
     asked = jevper(loopback)
-    assert answers(asked.system_one(state=STATE, questions={"q": INTENT}))["q"].method == "logprobs"
+    assert answers(asked.system_one(state=STATE, questions={"q": INTENT}))["q"].method == "grammar"
     second = asked.system_one(state=STATE, questions={"q": INTENT})
     assert answers(second)["q"].method == "structured"
     assert len(loopback.requests) == 3

@@ -201,12 +201,13 @@ def test_an_empty_responses_output_is_malformed_and_auto_keeps_the_model_on_resp
     seen = len(faults.log)
     with pytest.raises(MalformedAnswerError, match="expected an answer message, got none"):
         client.system_one(state="x", questions={"q": QUESTION})
-    # One empty answer is not evidence about the surface: the next question is asked there, by logprobs.
+    # One empty answer is not evidence about the surface: the next question is asked there, by the label
+    # readout (auto sends the label grammar from the first request).
     answer = client.system_one(state="x", questions={"q": QUESTION})
     # api="auto" asks GET /models once first (the fault server lists no decision model); the POSTs count.
     assert [e.surface for e in faults.log[seen:] if e.method == "POST"] == ["responses", "responses"]
     assert answer.debug["route"]["surface"] == "responses"
-    assert answer.debug["questions"]["q"]["method"] == "logprobs"
+    assert answer.debug["questions"]["q"]["method"] == "grammar"
     assert_a_distribution(answer.answers["q"].probabilities)  # type: ignore[union-attr]
 
 

@@ -1,0 +1,128 @@
+"""Several upstreams behind one gateway (offline, fault servers): the one with the most room is asked, a
+failing one is taken out while the others answer, checked again in the background and put back in;
+/health names which are in. The pool itself is jevper._upstreams, shared with the batch engine."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from starlette.testclient import TestClient
+
+from jevper.serve import GatewayConfig, create_app
+from jevper.serve.cli import parser
+from jevper.serve.config import ConfigError
+from jevper.servers.process import free_port
+from jevper.testing.faults import FaultServer, running
+
+ONE = {"state": "charged twice", "questions": {"q": {"type": "noul", "instructions": "Angry?"}}}
+
+
+@pytest.fixture(scope="module")
+def healthy() -> Iterator[FaultServer]:
+    with running(model="smollm2") as server:
+        yield server
+
+
+def two(first: str, second: str, **settings: Any) -> GatewayConfig:
+    return GatewayConfig(
+        upstream=first,
+        model="smollm2",
+        more_upstreams=((second, "smollm2"),),
+        api="chat_completions",
+        **settings,
+    )
+
+
+def health(client: TestClient) -> dict[str, bool]:
+    return {u["url"]: u["in"] for u in client.get("/health").json()["upstreams"]}
+
+
+@pytest.mark.parametrize("fault", ["connection-reset", "html-500", "502-retry-after"])
+def test_an_upstream_that_fails_is_taken_out_and_its_requests_are_answered_by_the_other(
+    healthy: FaultServer, fault: str
+) -> None:
+    failing = healthy.base_url(fault)
+    with TestClient(create_app(two(failing, healthy.base_url(), recheck_s=60))) as client:
+        replies = [client.post("/v1/systemone", json=ONE) for _ in range(6)]
+        assert [r.status_code for r in replies] == [200] * 6, [r.text for r in replies]
+        assert health(client) == {failing: False, healthy.base_url(): True}
+        assert client.get("/health").status_code == 200
+
+
+def test_an_upstream_that_is_out_is_checked_in_the_background_and_put_back_in(healthy: FaultServer) -> None:
+    port = free_port()
+    later = f"http://127.0.0.1:{port}/v1"  # nothing listens there yet
+    with TestClient(create_app(two(later, healthy.base_url(), recheck_s=0.2))) as client:
+        assert client.post("/v1/systemone", json=ONE).status_code == 200
+        assert health(client)[later] is False
+        revived = FaultServer(model="smollm2", port=port).start()
+        try:
+            deadline = time.monotonic() + 10
+            while not health(client)[later]:
+                assert time.monotonic() < deadline, client.get("/health").json()
+                time.sleep(0.1)
+            assert client.post("/v1/systemone", json=ONE).status_code == 200
+        finally:
+            revived.stop()
+
+
+def test_requests_spread_over_the_upstreams_by_room(healthy: FaultServer) -> None:
+    with running(model="smollm2") as other:
+        config = two(healthy.base_url("slow-drip"), other.base_url("slow-drip"), pool=2, timeout=30)
+
+        async def burst() -> list[httpx.Response]:
+            app = create_app(config)
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://gateway", timeout=60) as http:
+                replies = await asyncio.gather(*(http.post("/v1/systemone", json=ONE) for _ in range(4)))
+                body = (await http.get("/health")).json()
+            return [*replies, httpx.Response(200, json=body)]
+
+        *replies, status = asyncio.run(burst())
+    assert [r.status_code for r in replies] == [200] * 4
+    served = {u["url"]: u["succeeded"] for u in status.json()["upstreams"]}
+    assert sorted(served.values()) == [2, 2], served  # four at once over two pools of two
+
+
+def test_with_every_upstream_out_health_is_a_503_naming_each(healthy: FaultServer) -> None:
+    dead = [f"http://127.0.0.1:{free_port()}/v1", f"http://127.0.0.1:{free_port()}/v1"]
+    with TestClient(create_app(two(*dead, recheck_s=60, timeout=2))) as client:
+        reply = client.post("/v1/systemone", json=ONE)
+        assert reply.status_code == 502 and "every upstream asked failed" in reply.json()["detail"]["message"]
+        state = client.get("/health")
+    assert state.status_code == 503
+    assert {u["url"] for u in state.json()["upstreams"] if not u["in"]} == set(dead)
+
+
+def test_the_command_line_takes_upstreams_with_their_models_or_one_model_for_all() -> None:
+    args = parser().parse_args(
+        ["--upstream", "http://a:8080/v1=smollm2", "--upstream", "http://b:8080/v1/", "--model", "qwen"]
+    )
+    from jevper.serve.cli import _upstreams
+
+    assert _upstreams(args) == [("http://a:8080/v1", "smollm2"), ("http://b:8080/v1", "qwen")]
+    query = parser().parse_args(["--upstream", "http://a:8080/v1?x=1"])
+    assert query.upstream == [("http://a:8080/v1?x=1", None)]  # an '=' inside the URL stays there
+    with pytest.raises(SystemExit, match="expected a model"):
+        _upstreams(query)
+
+
+def test_an_upstream_given_twice_is_refused_at_start_up(healthy: FaultServer) -> None:
+    with pytest.raises(ConfigError, match="--upstream: expected each upstream once"):
+        two(healthy.base_url(), healthy.base_url())
+
+
+def test_the_model_list_names_each_model_once(healthy: FaultServer) -> None:
+    config = GatewayConfig(
+        upstream=healthy.base_url(),
+        model="smollm2",
+        more_upstreams=((healthy.base_url("ok"), "smollm2"), (f"http://127.0.0.1:{free_port()}/v1", "qwen")),
+    )
+    with TestClient(create_app(config)) as client:
+        listed = [m["id"] for m in client.get("/v1/models").json()["data"]]
+    assert listed == ["smollm2", "qwen"]
