@@ -1,20 +1,24 @@
-"""The probe catalogue: declarative requests loaded from the TOML files of `jevper.probes`.
+"""The probe catalogue: declarative requests loaded from the TOML files of `jevper.probes`, and from
+a user's own files (`--catalogue PATH`) in the same format.
 
 A probe is data. How its request is composed lives in `compose.py`; how its answer becomes a verdict
 lives in `classifiers.py`, under the name the probe gives. The canonical probes (`canonical = true`)
 are the contract every server is recorded against; a probe added since is shown as "not recorded"
 for a recording made before it. Every name a probe gives (classifier, agreement rule, prompt
-layout, topic) is checked when the catalogue loads.
+layout, topic) is checked when the catalogue loads, and an error names the file and line of what it
+refuses. A user's probes are checked by the same code as the built-in ones; their ids must be their own.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import re
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any, cast
 
 from jevper._wire import SURFACES, Surface
@@ -48,10 +52,28 @@ _PROBE_KEYS = {
     "canonical",
     "reproducible",
 }
+#: What a probe file may set for all its probes, above its first `[[probe]]`.
+_DEFAULT_KEYS = {"surface", "path", "prompt", "thinking_off", "canonical", "reproducible"}
+_TEXT_KEYS = ("id", "topic", "asks", "decides", "classifier", "compare")
 
 
 class CatalogueError(ValueError):
-    """A catalogue file does not say what a probe needs; the message names the file and the field."""
+    """A catalogue file does not say what a probe needs; the message names the file, line and field."""
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a probe is written: its file (as the user named it, or `probes/<name>`), the line of its
+    `[[probe]]` header and of each of its keys, and whether it ships with jevper."""
+
+    file: str
+    line: int
+    keys: Mapping[str, int] = field(default_factory=dict)
+    builtin: bool = True
+
+    def at(self, key: str | None = None) -> str:
+        """`file:line` of the key (of the probe's header when the key is not written)."""
+        return f"{self.file}:{self.keys.get(key or '', self.line)}"
 
 
 @dataclass(frozen=True)
@@ -95,6 +117,15 @@ class Topic:
 class Catalogue:
     probes: tuple[Probe, ...]
     topics: tuple[Topic, ...]
+    #: probe id -> where it is written.
+    origins: Mapping[str, Origin] = field(default_factory=dict)
+    #: The user's catalogue files, as named, in the order read (none: the built-in catalogue alone).
+    user_files: tuple[str, ...] = ()
+
+    @property
+    def user_probes(self) -> tuple[Probe, ...]:
+        """The probes read from the user's files (`--catalogue`)."""
+        return tuple(p for p in self.probes if p.id in self.origins and not self.origins[p.id].builtin)
 
     def __len__(self) -> int:
         return len(self.probes)
@@ -125,22 +156,79 @@ class Catalogue:
 def read_data(name: str) -> dict[str, Any]:
     """Parse one TOML file shipped in `jevper.probes`."""
     text = resources.files("jevper.probes").joinpath(name).read_text(encoding="utf-8")
+    return _parse(text, f"probes/{name}")
+
+
+_TOML_LINE = re.compile(r"\(at line (\d+), column \d+\)")
+_PROBE_HEADER = re.compile(r"^\s*\[\[\s*probe\s*\]\]")
+_ANY_ARRAY_HEADER = re.compile(r"^\s*\[\[")
+_KEY_LINE = re.compile(r"^\s*(?:\[\s*probe\.)?\"?([A-Za-z0-9_-]+)\"?\s*(?:=|\])")
+
+
+def _parse(text: str, source: str) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise CatalogueError(f"probes/{name} is not valid TOML: {exc}") from exc
+        found = _TOML_LINE.search(str(exc))
+        where = f"{source}:{found[1]}" if found else source
+        raise CatalogueError(f"{where}: expected valid TOML, got: {exc}") from exc
 
 
-def _probe(raw: Mapping[str, Any], defaults: Mapping[str, Any], source: str) -> Probe:
-    unknown = set(raw) - _PROBE_KEYS
+def _origins(text: str, source: str, count: int, *, builtin: bool) -> list[Origin]:
+    """The origin of each of the file's `count` probes: the line of its `[[probe]]` header and of the
+    first line that sets each key inside its block (1-based)."""
+    lines = text.splitlines()
+    headers = [i for i, line in enumerate(lines) if _PROBE_HEADER.match(line)]
+    if len(headers) != count:  # written as an inline array: only the file can be named
+        return [Origin(source, 1, builtin=builtin) for _ in range(count)]
+    found = []
+    for start in headers:
+        end = next((i for i in range(start + 1, len(lines)) if _ANY_ARRAY_HEADER.match(lines[i])), len(lines))
+        keys: dict[str, int] = {}
+        for i in range(start + 1, end):
+            key = _KEY_LINE.match(lines[i])
+            if key is not None:
+                keys.setdefault(key[1], i + 1)
+        found.append(Origin(source, start + 1, keys, builtin))
+    return found
+
+
+def _text(raw: Mapping[str, Any], key: str, where: Origin) -> str:
+    value = raw[key]
+    if not isinstance(value, str) or not value:
+        raise CatalogueError(
+            f"{where.at(key)}: probe {raw.get('id')!r}: expected {key} to be a non-empty string, "
+            f"got {value!r}"
+        )
+    return value
+
+
+def _probe(raw: Mapping[str, Any], defaults: Mapping[str, Any], where: Origin) -> Probe:
+    unknown = sorted(set(raw) - _PROBE_KEYS, key=lambda k: where.keys.get(k, 0))
     if unknown:
-        raise CatalogueError(f"probes/{source}: probe {raw.get('id')!r} has unknown keys {sorted(unknown)}")
-    for key in ("id", "topic", "asks", "decides", "classifier", "compare", "deterministic"):
+        raise CatalogueError(
+            f"{where.at(unknown[0])}: probe {raw.get('id')!r} has unknown keys {unknown}; "
+            f"expected keys among {sorted(_PROBE_KEYS)}"
+        )
+    for key in (*_TEXT_KEYS, "deterministic"):
         if key not in raw:
-            raise CatalogueError(f"probes/{source}: probe {raw.get('id')!r} needs {key!r}")
+            raise CatalogueError(f"{where.at()}: probe {raw.get('id')!r} needs {key!r}")
+    for key in _TEXT_KEYS:
+        _text(raw, key, where)
+    if not isinstance(raw["deterministic"], bool):
+        raise CatalogueError(
+            f"{where.at('deterministic')}: probe {raw['id']!r}: expected deterministic = true or false, "
+            f"got {raw['deterministic']!r}"
+        )
     surface = defaults.get("surface")
     if surface not in SURFACES:
-        raise CatalogueError(f"probes/{source}: expected surface one of {SURFACES}, got {surface!r}")
+        raise CatalogueError(f"{where.file}: expected surface one of {SURFACES}, got {surface!r}")
+    canonical = bool(raw.get("canonical", defaults.get("canonical", False)))
+    if canonical and not where.builtin:
+        raise CatalogueError(
+            f"{where.at('canonical')}: probe {raw['id']!r}: the canonical probes are jevper's contract; "
+            "a probe of one's own is not canonical (remove `canonical`)"
+        )
     return Probe(
         id=raw["id"],
         surface=cast(Surface, surface),
@@ -150,7 +238,7 @@ def _probe(raw: Mapping[str, Any], defaults: Mapping[str, Any], source: str) -> 
         asks=raw["asks"],
         decides=raw["decides"],
         classifier=raw["classifier"],
-        deterministic=bool(raw["deterministic"]),
+        deterministic=raw["deterministic"],
         prompt=raw.get("prompt", defaults.get("prompt", "standard")),
         thinking_off=bool(raw.get("thinking_off", defaults.get("thinking_off", True))),
         model=raw.get("model"),
@@ -162,30 +250,113 @@ def _probe(raw: Mapping[str, Any], defaults: Mapping[str, Any], source: str) -> 
         sampling=dict(raw.get("sampling", {})),
         opening=raw.get("opening"),
         compare=raw["compare"],
-        canonical=bool(raw.get("canonical", defaults.get("canonical", False))),
+        canonical=canonical,
         reproducible=bool(raw.get("reproducible", defaults.get("reproducible", True))),
     )
 
 
+def _read_probes(
+    text: str, source: str, *, builtin: bool
+) -> tuple[list[Probe], dict[str, Origin], list[Topic]]:
+    """One probe file: its probes, where each is written, and the topics it adds (a user's file may
+    add topics with `[[topic]]` entries: `id` and `title`)."""
+    data = _parse(text, source)
+    raws = data.get("probe", [])
+    if not isinstance(raws, list):
+        raise CatalogueError(f"{source}: expected [[probe]] entries, got probe = {type(raws).__name__}")
+    defaults = {k: v for k, v in data.items() if k not in ("probe", "topic")}
+    strange = sorted(set(defaults) - _DEFAULT_KEYS)
+    if strange:
+        line = next((i + 1 for i, ln in enumerate(text.splitlines()) if ln.strip().startswith(strange[0])), 1)
+        raise CatalogueError(
+            f"{source}:{line}: unknown file-wide keys {strange}; expected keys among {sorted(_DEFAULT_KEYS)}"
+        )
+    origins = _origins(text, source, len(raws), builtin=builtin)
+    probes = [_probe(raw, defaults, where) for raw, where in zip(raws, origins, strict=True)]
+    topics = [] if builtin else [_topic(t, source) for t in data.get("topic", [])]
+    return probes, {p.id: where for p, where in zip(probes, origins, strict=True)}, topics
+
+
+def _topic(raw: Any, source: str) -> Topic:
+    if not isinstance(raw, Mapping) or set(raw) != {"id", "title"}:
+        raise CatalogueError(
+            f"{source}: expected each [[topic]] to have exactly an id and a title, got {raw!r}"
+        )
+    return Topic(id=str(raw["id"]), title=str(raw["title"]))
+
+
+def user_files(paths: Iterable[Path]) -> list[Path]:
+    """The TOML files a `--catalogue` names: a file as is, a folder's `*.toml` in name order."""
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(path.glob("*.toml"))
+            if not found:
+                raise CatalogueError(f"{path}: expected a folder of TOML probe files, found no *.toml in it")
+            files.extend(found)
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise CatalogueError(f"{path}: expected a TOML probe file or a folder of them; it does not exist")
+    return files
+
+
+def load_catalogue(paths: Iterable[Path | str] = ()) -> Catalogue:
+    """Every probe in catalogue order, with the topics their matrices are drawn in; checked whole.
+
+    `paths` are a user's probe files or folders (`--catalogue`): their probes come after the built-in
+    ones, checked exactly as those are; an id a built-in probe has is refused.
+    """
+    return _load(tuple(Path(p) for p in paths))
+
+
 @cache
-def load_catalogue() -> Catalogue:
-    """Every probe in catalogue order, with the topics their matrices are drawn in; checked whole."""
+def _load(paths: tuple[Path, ...]) -> Catalogue:
     probes: list[Probe] = []
+    origins: dict[str, Origin] = {}
     for name in PROBE_FILES:
-        data = read_data(name)
-        defaults = {k: v for k, v in data.items() if k != "probe"}
-        probes.extend(_probe(raw, defaults, name) for raw in data.get("probe", []))
-    topics = tuple(Topic(id=t["id"], title=t["title"]) for t in read_data("topics.toml")["topic"])
-    check_catalogue(probes, topics)
-    return Catalogue(probes=tuple(probes), topics=topics)
+        text = resources.files("jevper.probes").joinpath(name).read_text(encoding="utf-8")
+        found, where, _ = _read_probes(text, f"probes/{name}", builtin=True)
+        probes.extend(found)
+        origins.update(where)
+    topics = [Topic(id=t["id"], title=t["title"]) for t in read_data("topics.toml")["topic"]]
+    files = user_files(paths)
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CatalogueError(f"{path}: expected a UTF-8 TOML file, could not read it ({exc})") from exc
+        found, where, added = _read_probes(text, str(path), builtin=False)
+        for probe in found:
+            if probe.id in origins:
+                raise CatalogueError(
+                    f"{where[probe.id].at('id')}: probe id {probe.id!r} is taken by "
+                    f"{'a built-in probe' if origins[probe.id].builtin else 'another probe'} "
+                    f"({origins[probe.id].at()}); give yours an id of its own"
+                )
+            origins[probe.id] = where[probe.id]
+        known = {t.id for t in topics}
+        topics.extend(t for t in added if t.id not in known)
+        probes.extend(found)
+    check_catalogue(probes, topics, origins)
+    return Catalogue(
+        probes=tuple(probes), topics=tuple(topics), origins=origins, user_files=tuple(map(str, files))
+    )
 
 
-def check_catalogue(probes: Sequence[Probe], topics: Sequence[Topic]) -> None:
+def check_catalogue(
+    probes: Sequence[Probe], topics: Sequence[Topic], origins: Mapping[str, Origin] | None = None
+) -> None:
     """Unique ids; every classifier, agreement rule, prompt layout and topic a probe names exists;
-    sampling overrides of reproducible fields only; references to earlier probes."""
+    sampling overrides of reproducible fields only; references to earlier probes. An error names
+    the file and line of the offending key when `origins` says where the probe is written."""
     # Imported here: both modules read probes, so they load after this one.
     from jevper.probe.classifiers import CLASSIFIERS
     from jevper.probe.prompts import PROMPTS
+
+    def at(probe: Probe, key: str) -> str:
+        where = (origins or {}).get(probe.id)
+        return f"{where.at(key)}: {probe.id}" if where else probe.id
 
     ids = [p.id for p in probes]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
@@ -196,23 +367,28 @@ def check_catalogue(probes: Sequence[Probe], topics: Sequence[Topic]) -> None:
     for index, probe in enumerate(probes):
         if probe.classifier not in CLASSIFIERS:
             raise CatalogueError(
-                f"{probe.id}: classifier must name one in jevper/probe/classifiers.py among "
+                f"{at(probe, 'classifier')}: classifier must name one in jevper/probe/classifiers.py among "
                 f"{sorted(CLASSIFIERS)}, got {probe.classifier!r}"
             )
         if probe.prompt not in PROMPTS:
-            raise CatalogueError(f"{probe.id}: prompt must be a layout among {PROMPTS}, got {probe.prompt!r}")
+            raise CatalogueError(
+                f"{at(probe, 'prompt')}: prompt must be a layout among {PROMPTS}, got {probe.prompt!r}"
+            )
         if probe.compare not in RULES:
             raise CatalogueError(
-                f"{probe.id}: compare must name a rule among {sorted(RULES)}, got {probe.compare!r}"
+                f"{at(probe, 'compare')}: compare must name a rule among {sorted(RULES)}, "
+                f"got {probe.compare!r}"
             )
         if not set(probe.sampling) <= reproducible:
             raise CatalogueError(
-                f"{probe.id}: sampling may override only {sorted(reproducible)}, "
+                f"{at(probe, 'sampling')}: sampling may override only {sorted(reproducible)}, "
                 f"got {sorted(set(probe.sampling) - reproducible)}"
             )
         if probe.topic not in topic_ids:
-            raise CatalogueError(f"{probe.id}: topic {probe.topic!r} is not one of {sorted(topic_ids)}")
-        for ref in (probe.prime_with, probe.request_of):
+            raise CatalogueError(
+                f"{at(probe, 'topic')}: topic {probe.topic!r} is not one of {sorted(topic_ids)}"
+            )
+        for key, ref in (("prime_with", probe.prime_with), ("request_of", probe.request_of)):
             # A referenced request must come earlier, so a full run sends it first anyway.
             if ref is not None and ref not in ids[:index]:
-                raise CatalogueError(f"{probe.id}: refers to {ref!r}, which is not an earlier probe")
+                raise CatalogueError(f"{at(probe, key)}: refers to {ref!r}, which is not an earlier probe")

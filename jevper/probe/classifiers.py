@@ -18,7 +18,7 @@ from jevper._wire.systemone import body_violations
 from jevper.probe.cassettes import Exchange
 from jevper.probe.catalogue import Probe
 from jevper.probe.prompts import LABELS
-from jevper.probe.recording import Outcome
+from jevper.probe.recording import Grade, Outcome
 from jevper.probe.text import excerpt, expected_actual, plural, words
 
 CANARY = "JEVPER-PROBE"
@@ -31,6 +31,8 @@ class Verdict:
     evidence: str  # a short excerpt of what came back
     # The decisive facts, keyed by agreement rule (agreement.RULES), compared with the reference.
     facts: Mapping[str, Any] = field(default_factory=dict)
+    # Against a specification, where one exists: "fail" for an answer that breaks it (recording.Grade).
+    grade: Grade | None = None
 
 
 Classifier = Callable[[Probe, Sequence[Exchange]], Verdict]
@@ -593,8 +595,9 @@ def systemone_conformance(probe: Probe, exchanges: Sequence[Exchange]) -> Verdic
     shown = excerpt(answers if answers is not None else last.text)
     if found:
         more = f" (and {plural(len(found) - 1, 'more')})" if len(found) > 1 else ""
-        return Verdict("info", f"200, but not the API's answer: {found[0]}{more}", shown)
-    return Verdict("supported", f"200; {plural(len(questions), 'answer')} as the API defines them", shown)
+        return Verdict("info", f"200, but not the API's answer: {found[0]}{more}", shown, grade="fail")
+    said = f"200; {plural(len(questions), 'answer')} as the API defines them"
+    return Verdict("supported", said, shown, grade="pass")
 
 
 @classifier

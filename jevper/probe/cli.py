@@ -15,10 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from jevper.probe import diff
+from jevper.probe import ci, diff
 from jevper.probe.catalogue import Catalogue, CatalogueError, load_catalogue
+from jevper.probe.html import PageError
 from jevper.probe.presets import Preset, get_preset, load_presets
-from jevper.probe.recording import UNANSWERED, Layout, MergeError, ProbeResult, check_merge
+from jevper.probe.recording import UNANSWERED, Layout, MergeError, ProbeResult, Recording, check_merge
 from jevper.probe.runner import Sent
 from jevper.servers import SpawnedServer, SpawnError, load_spawner
 
@@ -27,6 +28,20 @@ EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
 def _layout(args: argparse.Namespace) -> Layout:
     return Layout.out(args.out) if args.out else Layout.repository()
+
+
+def catalogue_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--catalogue",
+        action="append",
+        type=Path,
+        metavar="PATH",
+        help="a TOML file or folder of probes of your own, in the catalogue's format (repeatable)",
+    )
+
+
+def _catalogue(args: argparse.Namespace) -> Catalogue:
+    return load_catalogue(args.catalogue or ())
 
 
 def _no_match(args: argparse.Namespace, catalogue: Catalogue) -> bool:
@@ -53,6 +68,8 @@ def record_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spawn", action="store_true", help="start the server on a free loopback port")
     parser.add_argument("--server-version", help="the release to record under, when the server does not say")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per request (default 120)")
+    catalogue_argument(parser)
+    ci.add_arguments(parser)
     for preset in load_presets().values():
         if preset.spawner is not None:
             group = parser.add_argument_group(f"--spawn --server {preset.name}")
@@ -62,7 +79,7 @@ def record_arguments(parser: argparse.ArgumentParser) -> None:
 def run_record(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from jevper.probe.session import SessionError
 
-    catalogue = load_catalogue()
+    catalogue = _catalogue(args)
     if _no_match(args, catalogue):
         return EXIT_USAGE
     preset = get_preset(args.server).with_overrides(base_url=args.base_url, model=args.model)
@@ -74,7 +91,13 @@ def run_record(args: argparse.Namespace, argv: Sequence[str]) -> int:
                 print(f"# {probe.id} -> {preset.base_url}{request.path}\n{request.describe()}\n")
         return EXIT_OK
     api_key = args.api_key or os.environ.get("JEVPER_API_KEY") or None
-    run = _Run(args, catalogue, _layout(args), api_key, command_line(argv, api_key))
+    layout = _layout(args)
+    try:
+        checks = ci.Checks.prepare(args, layout, catalogue)
+    except ci.BaselineError as exc:
+        print(f"{exc}; nothing was run", file=sys.stderr)
+        return EXIT_USAGE
+    run = _Run(args, catalogue, layout, api_key, command_line(argv, api_key), checks)
     try:
         if not args.spawn:
             return run.probe(preset, None)
@@ -105,6 +128,7 @@ class _Run:
     layout: Layout
     api_key: str | None
     command: str
+    checks: ci.Checks
 
     def probe(self, preset: Preset, server: SpawnedServer | None) -> int:
         from jevper.probe.reports import print_matrix, render_all
@@ -140,7 +164,7 @@ class _Run:
             print(
                 f"partial run written to {report.written_to}; committed fixtures untouched", file=sys.stderr
             )
-            return EXIT_INCOMPLETE
+            return self._finish(report.recording, EXIT_INCOMPLETE)
         print(f"cassettes, provenance and results written to {report.written_to}")
         if report.merged:
             replaced = len(report.recording.probes)
@@ -148,11 +172,22 @@ class _Run:
                 f"merged into the existing recording: {replaced} probes replaced, "
                 "the others kept as they were"
             )
-        for path in render_all(self.layout):
+        for path in render_all(self.layout, self.catalogue):
             print(f"generated {path}")
         print_matrix(report.recording, self.catalogue)
         # Recorded in full, but a verdict is missing until the classifier is mended and `replay` run.
-        return EXIT_INCOMPLETE if any(r.outcome == "ungraded" for r in report.recording.probes) else EXIT_OK
+        ungraded = any(r.outcome == "ungraded" for r in report.recording.probes)
+        return self._finish(report.recording, EXIT_INCOMPLETE if ungraded else EXIT_OK)
+
+    def _finish(self, recording: Recording, status: int) -> int:
+        return self.checks.finish(
+            recording,
+            catalogue=self.catalogue,
+            reports_dir=self.layout.reports_dir,
+            mode="record",
+            status=status,
+            command=self.command,
+        )
 
 
 def command_line(argv: Sequence[str], api_key: str | None) -> str:
@@ -192,13 +227,15 @@ def replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server-version", help="only this release")
     parser.add_argument("--only", action="append", metavar="GLOB", help="probe ids to replay (repeatable)")
     parser.add_argument("--out", type=Path, help="replay an --out folder instead of the repository")
+    catalogue_argument(parser)
+    ci.add_arguments(parser)
 
 
 def run_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from jevper.probe.reports import render_all
     from jevper.probe.session import replay
 
-    catalogue = load_catalogue()
+    catalogue = _catalogue(args)
     if _no_match(args, catalogue):
         return EXIT_USAGE
     layout = _layout(args)
@@ -210,7 +247,21 @@ def run_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if not recordings:
         print(f"no recorded fixtures under {layout.fixtures_root} match", file=sys.stderr)
         return EXIT_USAGE
+    if ci.wanted(args) and len(recordings) > 1:
+        keys = ", ".join(r.key for r in recordings)
+        print(
+            f"--baseline, --junit and --json take one recording, {len(recordings)} match ({keys}): "
+            "choose one with --server and --server-version",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    try:
+        checks = ci.Checks.prepare(args, layout, catalogue)
+    except ci.BaselineError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_USAGE
     status = EXIT_OK
+    finished: list[Recording] = []
     selected = {p.id for p in catalogue.select(args.only)}
     for recording in recordings:
         print(f"grading {recording.key} again from the cassettes in {recording.folder} (offline)")
@@ -232,30 +283,41 @@ def run_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
         if faults:
             print(f"no answer to replay for: {', '.join(faults)}", file=sys.stderr)
             status = EXIT_INCOMPLETE
-        fresh.save()
-    for path in render_all(layout):
+        finished.append(fresh.save())
+    for path in render_all(layout, catalogue):
         print(f"generated {path}")
+    for fresh in finished:
+        status = checks.finish(
+            fresh,
+            catalogue=catalogue,
+            reports_dir=layout.reports_dir,
+            mode="replay",
+            status=status,
+            command=command_line(["replay", *argv], None),
+        )
     return status
 
 
 def report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, help="read and write under DIR instead of the repository")
+    catalogue_argument(parser)
 
 
 def run_report(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from jevper.probe.reports import render_all
 
-    for path in render_all(_layout(args)):
+    for path in render_all(_layout(args), _catalogue(args)):
         print(f"generated {path}")
     return EXIT_OK
 
 
 def list_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", action="append", metavar="GLOB", help="probe ids to list (repeatable)")
+    catalogue_argument(parser)
 
 
 def run_list(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    catalogue = load_catalogue()
+    catalogue = _catalogue(args)
     if _no_match(args, catalogue):
         return EXIT_USAGE
     for probe in catalogue.select(args.only):
@@ -310,6 +372,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(parsed, given)
     except CatalogueError as exc:
         print(f"catalogue error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except PageError as exc:
+        print(f"report error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
         # The reader went away (`list | head`): stop quietly, as other command-line tools do.

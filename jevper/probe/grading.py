@@ -106,6 +106,7 @@ def _result(
         verdict=verdict.text,
         evidence=verdict.evidence,
         elapsed_s=elapsed,
+        grade=verdict.grade,
     )
     if verdict.outcome == "ungraded":
         return result

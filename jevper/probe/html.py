@@ -1,8 +1,11 @@
 """The capability page: one self-contained HTML file built from the results indexes and cassettes.
 
 Rows are probes grouped by topic, columns are recordings (a server at one release, recorded live or
-transcribed from the reference document). Each cell carries the verdict, an outcome class with a text
-marker, and the evidence read from the probe's cassette, so the page never needs the network.
+transcribed from the reference document), ordered by server kind as probes/presets.toml lists them
+(the OpenAI-style servers first), then release. Each cell carries the verdict, an outcome class with a
+text marker, and the evidence read from the probe's cassette, so the page never needs the network. A
+System One server's cell for a prompt surface it does not serve, and refused, is drawn as "not served"
+rather than as one more refusal; its verdict is still in the evidence.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ __all__ = [
     "PageError",
     "ShownExchange",
     "build_page",
+    "order_columns",
     "render_index",
     "render_layout",
     "write_index",
@@ -45,6 +49,7 @@ SURFACES = {
 }
 # kind -> (marker, words); the marker and words carry the meaning so colour is never the only signal.
 KINDS: dict[str, tuple[str, str]] = {
+    "fails": ("\u2717", "breaks the API's specification"),  # BALLOT X
     "supported": ("✓", "supported"),
     "refused": ("✕", "refused"),
     "ignored": ("∅", "ignored"),
@@ -52,6 +57,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "differs": ("≠", "differs from the reference"),
     "fault": ("⚠", "fault or timeout"),
     "not-recorded": ("\u2013", "not recorded"),  # EN DASH
+    "unserved": ("\u00b7", "not served: a surface this server does not serve, refused as such"),  # MIDDLE DOT
 }
 # Bounds on what a cell's evidence shows of a cassette; enough to judge the verdict, small enough that
 # the catalogue x several recordings stay a page of a few hundred kilobytes.
@@ -78,6 +84,7 @@ class Column:
     model_name: str
     provenance: str
     recorded_on: str  # with the dates of later runs that answered some of its probes again
+    serves: tuple[str, ...]  # the surfaces its server kind serves (probes/presets.toml)
     counts: tuple[tuple[str, str, str, int], ...]  # (kind, marker, words, cells of that kind)
 
 
@@ -148,7 +155,7 @@ def build_page(
     Rows follow the catalogue (a probe no recording has still gets its row), grouped by its topics;
     a cell's exchanges are read from its recording's cassette (transcribed columns have none).
     """
-    ordered = sorted(recordings, key=_column_order)
+    ordered = order_columns(recordings)
     columns = [_column(r) for r in ordered]
     by_key = {r.key: {p.id: p for p in r.probes} for r in ordered}
     owner = {r.key: r for r in ordered}
@@ -156,7 +163,10 @@ def build_page(
     known = {p.id for p in catalogue.probes}
     extra = [p for r in ordered for p in r.probes if p.id not in known]
     if extra:
-        raise PageError(f"{extra[0].id!r} in {_key_of(extra[0], ordered)}: expected a probe of the catalogue")
+        raise PageError(
+            f"{extra[0].id!r} in {_key_of(extra[0], ordered)}: expected a probe of the catalogue; for a "
+            "probe of one's own, pass the file that defines it with --catalogue PATH"
+        )
 
     groups: list[Group] = []
     for topic in catalogue.topics:
@@ -170,7 +180,9 @@ def build_page(
                 changed_from = None
                 if earlier and before and _changed(before, result):
                     changed_from = (earlier.release, before.verdict)
-                cells.append(_make_cell(column, probe.id, result, owner[column.key], changed_from))
+                cells.append(
+                    _make_cell(column, probe.surface, probe.id, result, owner[column.key], changed_from)
+                )
             surface = SURFACES.get(probe.surface, probe.surface)
             rows.append(Row(probe.id, probe.surface, surface, tuple(cells)))
         if rows:
@@ -262,10 +274,30 @@ def _natural(text: str) -> tuple[tuple[int, int | str], ...]:
     return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
 
 
-def _column_order(recording: Recording) -> tuple[Any, ...]:
-    # Live recordings first (what was measured here), then the transcribed reference columns.
-    transcribed = recording.provenance == "transcribed"
-    return (transcribed, recording.server, _natural(recording.release), recording.key)
+def order_columns(recordings: Iterable[Recording]) -> list[Recording]:
+    """Live recordings first (what was measured here), then the transcribed reference columns; within
+    each, by server kind in the order probes/presets.toml lists them (an unknown kind last), then by
+    release, numerically. The Markdown matrices and the page share this order."""
+    kinds = list(load_presets())
+
+    def order(recording: Recording) -> tuple[Any, ...]:
+        rank = kinds.index(recording.server) if recording.server in kinds else len(kinds)
+        transcribed = recording.provenance == "transcribed"
+        return (transcribed, rank, recording.server, _natural(recording.release), recording.key)
+
+    return sorted(recordings, key=order)
+
+
+def serves(server: str) -> tuple[str, ...]:
+    """The surfaces a server kind serves (all of them for a kind the presets do not know)."""
+    preset = load_presets().get(server)
+    return tuple(preset.serves) if preset else tuple(SURFACES)
+
+
+def unserved(result: ProbeResult | None, surface: str, served: Sequence[str]) -> bool:
+    """A probe of a surface the server does not serve, refused there (or not recorded): what a System
+    One server does by design, shown as such. An answer there is shown as the answer it is."""
+    return surface not in served and (result is None or result.outcome in ("refused", "not-run"))
 
 
 def _column(recording: Recording) -> Column:
@@ -284,6 +316,7 @@ def _column(recording: Recording) -> Column:
         provenance=recording.provenance,
         recorded_on=recording.recorded_on
         + "".join(f", {len(u.probes)} probes re-run {u.run.recorded_on}" for u in recording.later),
+        serves=serves(recording.server),
         counts=(),
     )
 
@@ -317,11 +350,15 @@ def _changed(before: ProbeResult | None, after: ProbeResult | None) -> bool:
     return before.verdict != after.verdict
 
 
-def _kind(result: ProbeResult | None) -> str:
+def _kind(result: ProbeResult | None, unserved_here: bool = False) -> str:
+    if result is not None and unserved_here and result.outcome == "refused":
+        return "unserved"
     if result is None or not _recorded(result):
         return "not-recorded"
     if result.outcome in ("fault", "timeout", "ungraded"):
         return "fault"
+    if result.grade == "fail":
+        return "fails"
     if result.agrees_with_reference is False:
         return "differs"
     if result.outcome in ("supported", "refused", "ignored", "info"):
@@ -334,12 +371,13 @@ def _kind(result: ProbeResult | None) -> str:
 
 def _make_cell(
     column: Column,
+    surface: str,
     probe_id: str,
     result: ProbeResult | None,
     recording: Recording,
     changed_from: tuple[str, str] | None,
 ) -> Cell:
-    kind = _kind(result)
+    kind = _kind(result, unserved(result, surface, column.serves))
     marker, words = KINDS[kind]
     exchanges: tuple[ShownExchange, ...] = ()
     if result is not None and recording.folder is not None and recording.provenance == "recorded":

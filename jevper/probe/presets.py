@@ -22,7 +22,7 @@ USUAL_VERSION_SOURCES: tuple[tuple[str, str], ...] = (
     ("/api/version", "version"),
     ("/props", "build_info"),
 )
-_KEYS = {"name", "base_url", "model", "version", "spawner", "thinking_off"}
+_KEYS = {"name", "base_url", "model", "version", "spawner", "thinking_off", "serves"}
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,7 @@ class Preset:
     thinking_off: Mapping[Surface, Mapping[str, Any]]
     version_sources: tuple[tuple[str, str], ...] = USUAL_VERSION_SOURCES  # (path, key) under the root
     spawner: str | None = None  # the module with SPAWNER, for a kind `--spawn` can start
+    serves: tuple[Surface, ...] = SURFACES  # a System One server serves ("systemone",) alone
 
     def with_overrides(self, *, base_url: str | None = None, model: str | None = None) -> Preset:
         return replace(self, base_url=(base_url or self.base_url).rstrip("/"), model=model or self.model)
@@ -80,6 +81,12 @@ def load_presets() -> Mapping[str, Preset]:
                 f"probes/presets.toml: preset {name!r}: thinking_off for {strange}, expected surfaces "
                 f"among {list(SURFACES)}"
             )
+        serves = raw.get("serves", list(SURFACES))
+        if not isinstance(serves, list) or not serves or any(s not in SURFACES for s in serves):
+            raise CatalogueError(
+                f"probes/presets.toml: preset {name!r}: expected serves to list surfaces among "
+                f"{list(SURFACES)}, got {serves!r}"
+            )
         sources = (
             tuple((s["path"], s["key"]) for s in raw["version"])
             if "version" in raw
@@ -93,6 +100,7 @@ def load_presets() -> Mapping[str, Preset]:
             thinking_off=MappingProxyType({s: dict(v) for s, v in fields.items()}),
             version_sources=sources,
             spawner=raw.get("spawner"),
+            serves=tuple(serves),
         )
     return MappingProxyType(presets)
 

@@ -38,6 +38,9 @@ OUTCOMES: tuple[Outcome, ...] = (
     "not-run",
     "ungraded",
 )
+#: Where a specification exists (the native System One route), an answer is also graded against it:
+#: "fail" when it breaks the API, "pass" when it keeps it. Elsewhere verdicts stay descriptive (None).
+Grade = Literal["pass", "fail"]
 #: Outcomes meaning the probe got no answer to classify.
 UNANSWERED: frozenset[str] = frozenset({"fault", "timeout", "not-run"})
 PROVENANCE_FILE = "provenance.json"
@@ -66,6 +69,14 @@ class ProbeResult:
     elapsed_s: float | None
     reference: str | None = None
     agrees_with_reference: bool | None = None
+    grade: Grade | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        # A grade is written only where a specification graded the answer: other verdicts read as before.
+        data = asdict(self)
+        if self.grade is None:
+            del data["grade"]
+        return data
 
 
 @dataclass(frozen=True)
@@ -181,7 +192,7 @@ class Recording:
         data.update({name: getattr(self, name) for name in HEADER[:4]})
         data["provenance"] = self.provenance
         data.update({name: getattr(self, name) for name in HEADER[4:]})
-        data["probes"] = [asdict(p) for p in self.probes]
+        data["probes"] = [p.to_json() for p in self.probes]
         # Written only when there is one, so an index made by a single run reads as it always did.
         if self.later:
             data["updates"] = [u.index_json() for u in self.later]

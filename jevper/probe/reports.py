@@ -12,10 +12,10 @@ from pathlib import Path
 import jinja2
 from tabulate import tabulate
 
-from jevper.probe import diff, html
+from jevper.probe import diff, html, summary
 from jevper.probe.agreement import RULES
 from jevper.probe.catalogue import Catalogue, load_catalogue
-from jevper.probe.recording import Layout, Recording
+from jevper.probe.recording import Layout, ProbeResult, Recording
 from jevper.probe.reference import TRANSCRIBED_FROM, load_reference, transcribed_recording
 from jevper.probe.text import table_cell
 
@@ -39,10 +39,11 @@ def cell_text(text: str, limit: int = CELL) -> str:
 
 
 def columns(layout: Layout) -> list[Recording]:
-    """Recorded columns first (by key), then the transcribed reference columns."""
+    """Recorded columns first, then the transcribed reference columns; each by server kind (as
+    probes/presets.toml orders them) and release (`html.order_columns`)."""
     recorded = [r for r in layout.recordings() if r.provenance == "recorded"]
     transcribed = [transcribed_recording(ref) for ref in load_reference().values()]
-    return recorded + transcribed
+    return html.order_columns(recorded + transcribed)
 
 
 def provenance_line(recording: Recording) -> str:
@@ -65,9 +66,28 @@ def _column_title(recording: Recording) -> str:
     return f"{recording.server} {recording.release}{suffix}"
 
 
+def unserved_columns(topic_id: str, recordings: Sequence[Recording], catalogue: Catalogue) -> list[Recording]:
+    """The recordings of servers that serve none of the topic's probes, and refused every one of them
+    (a System One server on the chat surfaces): their column in the topic's table would be a wall of
+    expected refusals."""
+    probes = [p for p in catalogue.probes if p.topic == topic_id]
+    return [
+        r
+        for r in recordings
+        if probes and all(html.unserved(r.result(p.id), p.surface, html.serves(r.server)) for p in probes)
+    ]
+
+
+def _graded(result: ProbeResult) -> str:
+    text = cell_text(result.verdict)
+    return f"**fails the API**: {text}" if result.grade == "fail" else text
+
+
 def topic_table(
     topic_id: str, recordings: Sequence[Recording], catalogue: Catalogue, *, link: bool = True
 ) -> str:
+    hidden = {r.key for r in unserved_columns(topic_id, recordings, catalogue)}
+    recordings = [r for r in recordings if r.key not in hidden]
     headers = ["probe", *(_column_title(r) for r in recordings)]
     rows = []
     for probe in catalogue.probes:
@@ -79,7 +99,7 @@ def topic_table(
             if result is None:
                 row.append("not recorded")
                 continue
-            text = cell_text(result.verdict)
+            text = _graded(result)
             if link and recording.provenance == "recorded":
                 text = f"{text} ([evidence]({recording.key}.md#{probe.id}))"
             elif recording.provenance == "transcribed" and result.outcome == "not-run":
@@ -100,8 +120,32 @@ def render_recording(recording: Recording, catalogue: Catalogue) -> str:
     )
 
 
+def _not_shown(topic_id: str, recordings: Sequence[Recording], catalogue: Catalogue) -> str:
+    hidden = unserved_columns(topic_id, recordings, catalogue)
+    if not hidden:
+        return ""
+    names = ", ".join(_column_title(r) for r in hidden)
+    return (
+        f"Not shown: {names}, which serve none of these probes' surfaces and refused every one "
+        "(their own reports list each refusal)."
+    )
+
+
+def _tables(
+    recordings: Sequence[Recording], catalogue: Catalogue, *, link: bool
+) -> list[tuple[str, str, str]]:
+    return [
+        (
+            topic.title,
+            topic_table(topic.id, recordings, catalogue, link=link),
+            _not_shown(topic.id, recordings, catalogue),
+        )
+        for topic in catalogue.topics
+    ]
+
+
 def render_capabilities(recordings: Sequence[Recording], catalogue: Catalogue) -> str:
-    tables = [(topic.title, topic_table(topic.id, recordings, catalogue)) for topic in catalogue.topics]
+    tables = _tables(recordings, catalogue, link=True)
     return _ENV.get_template("capabilities.md.j2").render(
         tables=tables,
         provenance=[provenance_line(r) for r in recordings],
@@ -110,9 +154,7 @@ def render_capabilities(recordings: Sequence[Recording], catalogue: Catalogue) -
 
 
 def render_docs_tables(recordings: Sequence[Recording], catalogue: Catalogue) -> str:
-    tables = [
-        (topic.title, topic_table(topic.id, recordings, catalogue, link=False)) for topic in catalogue.topics
-    ]
+    tables = _tables(recordings, catalogue, link=False)
     return _ENV.get_template("docs-tables.md.j2").render(
         tables=tables, provenance=[provenance_line(r) for r in recordings], command=REPORT_COMMAND
     )
@@ -128,10 +170,11 @@ def replace_generated(page: str, generated: str) -> str:
     return page[:head_end] + "\n" + generated.rstrip("\n") + "\n" + page[end:]
 
 
-def generate(layout: Layout) -> dict[Path, str]:
+def generate(layout: Layout, catalogue: Catalogue | None = None) -> dict[Path, str]:
     """Every generated file the layout's fixtures support, with its content; nothing is written:
-    per-recording pages, the matrices, the docs tables, the HTML page and the change reports."""
-    catalogue = load_catalogue()
+    per-recording pages, the matrices, the docs tables, the HTML page, the change reports, and (in the
+    repository) the JSON summary's schema. `catalogue` is the built-in one unless a run read more."""
+    catalogue = catalogue if catalogue is not None else load_catalogue()
     recordings = columns(layout)
     files: dict[Path, str] = {}
     for recording in recordings:
@@ -143,12 +186,14 @@ def generate(layout: Layout) -> dict[Path, str]:
         files[layout.docs_page] = replace_generated(page, render_docs_tables(recordings, catalogue))
     files[layout.reports_dir / "index.html"] = html.render_layout(layout, recordings, catalogue)
     files.update(diff.regenerate(layout))
+    if layout.docs_page is not None:
+        files[layout.docs_page.parent / "schemas" / summary.SCHEMA_FILE] = summary.schema_text()
     return files
 
 
-def render_all(layout: Layout) -> list[Path]:
+def render_all(layout: Layout, catalogue: Catalogue | None = None) -> list[Path]:
     """Write every generated file; returns the files written."""
-    files = generate(layout)
+    files = generate(layout, catalogue)
     for path, content in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() or path.read_text(encoding="utf-8") != content:

@@ -11,6 +11,11 @@ Faults apply to POSTs on the surface routes (System One's too); ``GET /v1/models
 tool's reachability check passes and the fault lands on the request that matters. The server writes raw
 bytes on a socket, so it can stop mid-header, reset a connection or send a body its headers lie about.
 
+In relay mode (``FaultServer(upstream="http://127.0.0.1:8080")``) every request with no fault named
+(and every GET, and every path that is not a surface route) is passed to that real server and its
+answer handed back byte for byte, so a run through it differs from a run against the server only where
+a fault is named: ``/fault/ok,html-404,ok/v1`` changes the second answer alone.
+
 In scripted mode (``FaultServer(script=Script())``, see ``jevper.testing.script``) a POST with no
 fault named answers with the next reply a test queued on the ``Script`` for its path, and the script
 keeps the requests it answered.
@@ -23,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import http
 import socket
 import struct
 import sys
@@ -30,6 +36,8 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import httpx
 
 from jevper._wire import Surface
 from jevper.testing.bodies import BODY_FAULTS, Answer, encode
@@ -47,6 +55,7 @@ HUGE_BYTES = 50 * 1024 * 1024
 RETRY_AFTER_S = 1
 FAULT_HEADER = "x-jevper-fault"
 _MAX_REQUEST_BYTES = 16 * 1024 * 1024
+_KNOWN = frozenset(status.value for status in http.HTTPStatus)
 _ROUTES: tuple[tuple[str, Surface], ...] = (
     ("/chat/completions", "chat_completions"),
     ("/responses", "responses"),
@@ -302,8 +311,10 @@ class FaultServer:
         *,
         model: str = "fault-model",
         script: Script | None = None,
+        upstream: str | None = None,
     ) -> None:
         self.host, self.port, self.model, self.script = host, port, model, script
+        self.upstream = upstream.rstrip("/") if upstream else None  # the real server's root, in relay mode
         self.log: list[ServedFault] = []
         self.closing = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -397,8 +408,34 @@ class FaultServer:
             with contextlib.suppress(Exception):
                 writer.close()
 
+    async def _relay(self, reply: Reply, request: Request) -> None:
+        """Pass the request to the upstream server and its answer back (relay mode)."""
+        assert self.upstream is not None
+        skip = {"host", "content-length", "connection", "accept-encoding", FAULT_HEADER}
+        headers = {k: v for k, v in request.headers.items() if k not in skip}
+        async with httpx.AsyncClient(timeout=HANG_S) as client:
+            try:
+                answer = await client.request(
+                    request.method, self.upstream + request.path, content=request.body, headers=headers
+                )
+            except httpx.HTTPError as exc:
+                await reply.json(502, "Bad Gateway", {"error": {"message": f"upstream: {exc}"}})
+                return
+        self.log.append(ServedFault("relayed", request.method, request.path, route(request.path)))
+        reason = http.HTTPStatus(answer.status_code).phrase if answer.status_code in _KNOWN else "Unknown"
+        kind = answer.headers.get("content-type", "application/octet-stream")
+        await reply.send(answer.status_code, reason, answer.content, kind)
+
     async def _answer(self, reply: Reply, request: Request, spec: str | None) -> None:
         surface = route(request.path)
+        if self.upstream is not None:
+            named = request.headers.get(FAULT_HEADER) or (self._pick(spec) if spec and surface else None)
+            if surface is None or request.method != "POST" or named in (None, "ok"):
+                await self._relay(reply, request)
+                return
+            request = Request(
+                request.method, request.path, {**request.headers, FAULT_HEADER: named}, request.body
+            )
         if request.method == "GET" and request.path.rstrip("/").endswith("/models"):
             self.log.append(ServedFault("ok", request.method, request.path, None))
             if self.script is not None and await self.script.list_models(reply, request):
@@ -467,9 +504,12 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[Request, str | No
 
 
 @contextlib.contextmanager
-def running(model: str = "fault-model", *, script: Script | None = None) -> Iterator[FaultServer]:
-    """A fault server on a free loopback port for the duration of the block (scripted, given a script)."""
-    server = FaultServer(model=model, script=script).start()
+def running(
+    model: str = "fault-model", *, script: Script | None = None, upstream: str | None = None
+) -> Iterator[FaultServer]:
+    """A fault server on a free loopback port for the duration of the block (scripted, given a script;
+    relaying to a real server, given its root URL as `upstream`)."""
+    server = FaultServer(model=model, script=script, upstream=upstream).start()
     try:
         yield server
     finally:

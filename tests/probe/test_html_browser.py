@@ -27,7 +27,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from jevper.probe import reports
 from jevper.probe.catalogue import load_catalogue
-from jevper.probe.html import COMMAND, render_index
+from jevper.probe.html import COMMAND, render_index, serves, unserved
+from jevper.probe.presets import load_presets
 from jevper.probe.recording import Layout, ProbeResult, Recording
 
 pytestmark = pytest.mark.browser
@@ -114,10 +115,14 @@ def recorded() -> Recording:
     return found[0]
 
 
-def expected_kind(result: ProbeResult | None) -> str:
+def expected_kind(result: ProbeResult | None, surface: str, server: str) -> str:
+    if result is not None and result.outcome == "refused" and unserved(result, surface, serves(server)):
+        return "unserved"
     if result is None:
         return "not-recorded"
     kind = EXPECTED_KIND[result.outcome]
+    if kind in ("supported", "refused", "ignored", "info") and result.grade == "fail":
+        return "fails"
     if kind in ("supported", "refused", "ignored", "info") and result.agrees_with_reference is False:
         return "differs"
     return kind
@@ -173,10 +178,63 @@ def test_every_probe_of_every_recording_has_a_cell_with_its_verdict_and_outcome(
             cell = cells[(recording.key, probe.id)]
             where = (recording.key, probe.id)
             assert cell["verdict"] == (result.verdict if result else "not recorded"), where
-            assert cell["kind"] == expected_kind(result), where
+            assert cell["kind"] == expected_kind(result, probe.surface, recording.server), where
             assert f"k-{cell['kind']}" in cell["klass"].split(), where
     # Nothing was fetched: the page is one file.
     assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
+
+
+def test_at_1440_px_the_columns_a_reader_sees_first_are_the_openai_style_servers_by_release(
+    browser: WebDriver, committed_page: Path
+) -> None:
+    open_page(browser, committed_page)
+    heads = browser.execute_script(
+        """return Array.from(document.querySelectorAll('th.col-head')).map(th => ({
+            key: th.dataset.key, right: th.getBoundingClientRect().right}));"""
+    )
+    keys = [h["key"] for h in heads]
+    assert keys == [r.key for r in columns()]
+    on_screen = [h["key"] for h in heads if h["right"] <= WIDE[0]]
+    llamacpp = [r.key for r in columns() if r.server == "llamacpp" and r.provenance == "recorded"]
+    assert on_screen[: len(llamacpp)] == llamacpp  # every recorded llama.cpp release, oldest first
+    assert any(key.startswith("vllm-") for key in on_screen)
+    # The System One servers come after the OpenAI-style ones, in the presets' order.
+    kinds = list(load_presets())
+    recorded = [r for r in columns() if r.provenance == "recorded"]
+    assert [kinds.index(r.server) for r in recorded] == sorted(kinds.index(r.server) for r in recorded)
+
+
+def test_a_system_one_servers_column_shows_its_route_and_marks_the_surfaces_it_does_not_serve(
+    browser: WebDriver, committed_page: Path
+) -> None:
+    open_page(browser, committed_page)
+    cells = grid_cells(browser)
+    catalogue = load_catalogue()
+    only_systemone = [r for r in columns() if serves(r.server) == ("systemone",)]
+    assert only_systemone, "expected a recording of a System One server"
+    for recording in only_systemone:
+        kinds = {p.surface: set() for p in catalogue.probes}
+        for probe in catalogue.probes:
+            kinds[probe.surface].add(cells[(recording.key, probe.id)]["kind"])
+        for surface, seen in kinds.items():
+            if surface == "systemone":
+                assert "unserved" not in seen and "supported" in seen, recording.key
+            else:
+                assert seen == {"unserved"}, (recording.key, surface)
+    key, probe_id = only_systemone[0].key, "chat-logprobs"
+    td = browser.find_element(By.CSS_SELECTOR, f'td[data-key="{key}"][data-probe="{probe_id}"]')
+    # The grid shows one quiet mark; the verdict stays for screen readers and in the evidence.
+    shown = browser.execute_script(
+        "const b = arguments[0].querySelector('button');"
+        "const v = b.querySelector('.verdict').getBoundingClientRect();"
+        "return [getComputedStyle(b, '::after').content, v.width * v.height];",
+        td,
+    )
+    assert shown == ['"not served"', 1]
+    td.find_element(By.TAG_NAME, "button").click()
+    verdict = only_systemone[0].result(probe_id)
+    assert verdict is not None
+    WebDriverWait(browser, WAIT_S).until(lambda d: evidence(d, ".ev-verdict") == verdict.verdict)
 
 
 def test_the_header_names_every_recording_with_its_provenance(
