@@ -293,7 +293,7 @@ def run_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
             reports_dir=layout.reports_dir,
             mode="replay",
             status=status,
-            command=command_line(["replay", *argv], None),
+            command=command_line(argv, None),
         )
     return status
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import http
 import socket
 import struct
 import sys
@@ -36,8 +35,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import httpx
+from urllib.parse import urlsplit
 
 from jevper._wire import Surface
 from jevper.testing.bodies import BODY_FAULTS, Answer, encode
@@ -55,7 +53,6 @@ HUGE_BYTES = 50 * 1024 * 1024
 RETRY_AFTER_S = 1
 FAULT_HEADER = "x-jevper-fault"
 _MAX_REQUEST_BYTES = 16 * 1024 * 1024
-_KNOWN = frozenset(status.value for status in http.HTTPStatus)
 _ROUTES: tuple[tuple[str, Surface], ...] = (
     ("/chat/completions", "chat_completions"),
     ("/responses", "responses"),
@@ -409,22 +406,30 @@ class FaultServer:
                 writer.close()
 
     async def _relay(self, reply: Reply, request: Request) -> None:
-        """Pass the request to the upstream server and its answer back (relay mode)."""
+        """Pass the request to the upstream server and its answer back (relay mode).
+
+        Raw bytes on a socket of its own, not an HTTP client: a test recording through vcrpy in this
+        process would record the relay's own request into its cassette too.
+        """
         assert self.upstream is not None
-        skip = {"host", "content-length", "connection", "accept-encoding", FAULT_HEADER}
-        headers = {k: v for k, v in request.headers.items() if k not in skip}
-        async with httpx.AsyncClient(timeout=HANG_S) as client:
-            try:
-                answer = await client.request(
-                    request.method, self.upstream + request.path, content=request.body, headers=headers
-                )
-            except httpx.HTTPError as exc:
-                await reply.json(502, "Bad Gateway", {"error": {"message": f"upstream: {exc}"}})
-                return
+        target = urlsplit(self.upstream)
+        host, port = target.hostname or "127.0.0.1", target.port or 80
+        skip = {"host", "content-length", "connection", "accept-encoding", "transfer-encoding", FAULT_HEADER}
+        lines = [f"{request.method} {target.path.rstrip('/')}{request.path} HTTP/1.1", f"host: {host}:{port}"]
+        lines += [f"{k}: {v}" for k, v in request.headers.items() if k not in skip]
+        lines += [f"content-length: {len(request.body)}", "connection: close", "", ""]
+        try:
+            upstream_reader, upstream_writer = await asyncio.open_connection(host, port)
+            upstream_writer.write("\r\n".join(lines).encode("latin-1") + request.body)
+            await upstream_writer.drain()
+            raw = await asyncio.wait_for(upstream_reader.read(), HANG_S)
+            upstream_writer.close()
+            status, reason, kind, body = _parse_response(raw)
+        except (OSError, ValueError, TimeoutError) as exc:
+            await reply.json(502, "Bad Gateway", {"error": {"message": f"upstream: {exc!r}"}})
+            return
         self.log.append(ServedFault("relayed", request.method, request.path, route(request.path)))
-        reason = http.HTTPStatus(answer.status_code).phrase if answer.status_code in _KNOWN else "Unknown"
-        kind = answer.headers.get("content-type", "application/octet-stream")
-        await reply.send(answer.status_code, reason, answer.content, kind)
+        await reply.send(status, reason, body, kind)
 
     async def _answer(self, reply: Reply, request: Request, spec: str | None) -> None:
         surface = route(request.path)
@@ -476,6 +481,30 @@ class FaultServer:
             # A bug here must not pass for an injected fault: say so on stderr and answer 599.
             print(f"fault server: {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
             await reply.json(599, "Fault Server Bug", {"error": {"message": f"{type(exc).__name__}: {exc}"}})
+
+
+def _parse_response(raw: bytes) -> tuple[int, str, str, bytes]:
+    """(status, reason, content type, body) of a whole HTTP/1.1 response read to the connection's end."""
+    head, separator, rest = raw.partition(b"\r\n\r\n")
+    if not separator:
+        raise ValueError(f"expected an HTTP response, got {raw[:80]!r}")
+    lines = head.decode("latin-1").split("\r\n")
+    _, status, *reason = lines[0].split(" ", 2)
+    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        body = b""
+        while rest:
+            size_line, _, rest = rest.partition(b"\r\n")
+            size = int(size_line.split(b";")[0], 16)
+            if size == 0:
+                break
+            body, rest = body + rest[:size], rest[size + 2 :]
+    elif "content-length" in headers:
+        body = rest[: int(headers["content-length"])]
+    else:
+        body = rest
+    kind = headers.get("content-type", "application/octet-stream")
+    return int(status), reason[0] if reason else "", kind, body
 
 
 async def _read_request(reader: asyncio.StreamReader) -> tuple[Request, str | None] | None:
