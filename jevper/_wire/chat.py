@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from jevper._wire import _read as r
@@ -10,6 +10,7 @@ from jevper._wire._tokens import read_entries
 from jevper._wire.errors import raise_embedded
 from jevper._wire.request import WireRequest
 from jevper._wire.result import WireResult, WireUsage
+from jevper._wire.surface import PromptSurfaceRecord
 
 SURFACE: Final = "chat_completions"
 #: Where a trace can be, in the order servers use them (ollama/vLLM, llama.cpp/SGLang, others).
@@ -108,3 +109,26 @@ def _usage(body: Mapping[str, Any]) -> WireUsage:
         cached_tokens=cached,
         cached_tokens_path=path,
     )
+
+
+def conversation(
+    turns: Sequence[tuple[str, str]], *, system_as_turn: bool = False, text_parts: bool = False
+) -> dict[str, Any]:
+    """The turns as ``messages``, a system turn among them."""
+    return {"messages": [{"role": role, "content": text} for role, text in turns]}
+
+
+RECORD = PromptSurfaceRecord(
+    name=SURFACE,
+    title="Chat Completions",
+    route="chat/completions",
+    sdk="openai",
+    sdk_resource=("chat", "completions"),
+    keywords=frozenset({"model", "messages"}),
+    build=build,
+    read=read,
+    conversation=conversation,
+    answer_list="choices",
+    logprobs=True,
+    prefill=False,
+)

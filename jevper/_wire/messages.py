@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
 from jevper._errors import InvalidQuestionError
@@ -10,6 +10,7 @@ from jevper._wire import _read as r
 from jevper._wire.errors import raise_embedded
 from jevper._wire.request import WireRequest
 from jevper._wire.result import WireResult, WireUsage
+from jevper._wire.surface import PromptSurfaceRecord
 
 SURFACE: Final = "messages"
 #: The API has no default output budget and vLLM and SGLang require one, so one is always sent.
@@ -142,3 +143,35 @@ def _usage(body: Mapping[str, Any]) -> WireUsage:
         cached_tokens=cached,
         cached_tokens_path="usage.cache_read_input_tokens" if cached is not None else None,
     )
+
+
+def conversation(
+    turns: Sequence[tuple[str, str]], *, system_as_turn: bool = False, text_parts: bool = False
+) -> dict[str, Any]:
+    """A leading system turn as ``system`` (unless ``system_as_turn``), the other turns as ``messages``."""
+    fields: dict[str, Any] = {}
+    if turns and turns[0][0] == "system" and not system_as_turn:
+        fields["system"] = turns[0][1]
+        turns = turns[1:]
+    fields["messages"] = [{"role": role, "content": text} for role, text in turns]
+    return fields
+
+
+RECORD = PromptSurfaceRecord(
+    name=SURFACE,
+    title="Messages",
+    route="messages",
+    sdk="anthropic",
+    sdk_resource=("messages",),
+    keywords=frozenset({"model", "messages", "max_tokens", "system"}),
+    build=build,
+    read=read,
+    conversation=conversation,
+    answer_list="content",
+    logprobs=False,  # the API has no field for them
+    prefill=True,
+    # A server that ignores or refuses structured output or thinking (llama.cpp, vLLM) still answers.
+    droppable=frozenset({"output_config", "thinking"}),
+    # Anthropic's input_tokens counts only what was not read from the cache.
+    prompt_tokens_exclude_cached=True,
+)

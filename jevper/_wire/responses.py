@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from jevper._wire import _read as r
@@ -11,6 +11,7 @@ from jevper._wire.chat import split_inline_trace
 from jevper._wire.errors import raise_embedded
 from jevper._wire.request import WireRequest
 from jevper._wire.result import TokenLogprob, WireResult, WireUsage
+from jevper._wire.surface import PromptSurfaceRecord
 
 SURFACE: Final = "responses"
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
@@ -134,3 +135,33 @@ def _usage(body: Mapping[str, Any]) -> WireUsage:
         cached_tokens=cached,
         cached_tokens_path="usage.input_tokens_details.cached_tokens" if cached is not None else None,
     )
+
+
+def conversation(
+    turns: Sequence[tuple[str, str]], *, system_as_turn: bool = False, text_parts: bool = False
+) -> dict[str, Any]:
+    """The turns as ``input`` message items, with string content or (``text_parts``) input_text parts."""
+    if text_parts:
+        return {
+            "input": [
+                {"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]}
+                for role, text in turns
+            ]
+        }
+    return {"input": [{"type": "message", "role": role, "content": text} for role, text in turns]}
+
+
+RECORD = PromptSurfaceRecord(
+    name=SURFACE,
+    title="Responses",
+    route="responses",
+    sdk="openai",
+    sdk_resource=("responses",),
+    keywords=frozenset({"model", "input"}),
+    build=build,
+    read=read,
+    conversation=conversation,
+    answer_list="output",
+    logprobs=True,
+    prefill=False,
+)

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 #: The routes that carry a prompt, one question a request: each builds a WireRequest, reads a WireResult.
+#: The names as types (a type cannot be read from a value); each surface's RECORD in its own module says
+#: the rest, and a test holds these to the registry (jevper._wire.RECORDS).
 PromptSurface = Literal["chat_completions", "responses", "messages"]
-PROMPT_SURFACES: tuple[PromptSurface, ...] = ("chat_completions", "responses", "messages")
 #: Every route an answer can come from: the prompt surfaces, and System One, which answers every
 #: question of a call in one request, natively (jevper/_wire/systemone.py).
-Surface = Literal["chat_completions", "responses", "messages", "systemone"]
-SURFACES: tuple[Surface, ...] = (*PROMPT_SURFACES, "systemone")
+Surface = Literal[PromptSurface, "systemone"]
 
 ErrorShape = Literal["object", "detail", "string", "text", "empty"]
 

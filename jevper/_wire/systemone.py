@@ -18,9 +18,11 @@ from jevper._errors import MalformedAnswerError
 from jevper._wire import _read as r
 from jevper._wire.errors import raise_embedded
 from jevper._wire.result import WireUsage
+from jevper._wire.surface import NativeSurfaceRecord
 
 SURFACE: Final = "systemone"
 ROUTE: Final = "systemone"
+RECORD = NativeSurfaceRecord(name=SURFACE, title="System One", route=ROUTE)
 #: How far a sum, an expectation or a peak may sit from exact: float noise, not a different answer.
 TOLERANCE = 1e-6
 #: The most violations a MalformedAnswerError quotes.
