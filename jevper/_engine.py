@@ -28,16 +28,15 @@ from jevper._errors import (
     MalformedAnswerError,
     ProviderError,
 )
-from jevper._memory import Memory
+from jevper._memory import FALLBACK_SURFACE, Memory
 from jevper._options import Options
 from jevper._prompt import StateTurns, derived_cache_key, layout, state_turns
 from jevper._readout import Unreadable, read_json, read_labels
-from jevper._wire import PromptSurface, Turn, WireRequest, WireResult
+from jevper._wire import PROMPT_RECORDS, PromptSurface, Turn, WireRequest, WireResult, prompt_record
 from jevper._wire.messages import with_prefill
 from jevper.models import Answer, Example
 from jevper.questions import Question
 
-_DROPPABLE_ON_MESSAGES = frozenset({"output_config", "thinking"})
 #: Where a prefilled answer stops: an object closed at the end of a line (a raw newline cannot sit
 #: inside a JSON string). SmolLM2 writes on after its object, copying the prompt's JSON schema up to
 #: the 1024-token budget (70 s a call on two cores, past the 60 s timeout on a slower CPU).
@@ -70,7 +69,7 @@ class Answered:
 
 
 class _Move(Exception):
-    """api="auto": this surface cannot carry what was asked; the model moves to Chat Completions."""
+    """api="auto": this surface cannot carry what was asked; the model moves to FALLBACK_SURFACE."""
 
 
 class _Structured(Exception):
@@ -106,8 +105,8 @@ def answer(question: Question, state: StateTurns, settings: Options, memory: Mem
                 raw, result = yield from _json(question, kind, state, settings, memory, surface, qid, trail)
                 method = kind
         except _Move as move:
-            why = f"{surface} → chat_completions: {move}"
-            memory.move(settings.model, "chat_completions", why)
+            why = f"{surface} → {FALLBACK_SURFACE}: {move}"
+            memory.move(settings.model, FALLBACK_SURFACE, why)
             trail.why.append(why)
             continue
         except _Structured as fallback:
@@ -141,9 +140,9 @@ def _surface(settings: Options, memory: Memory) -> PromptSurface:
     api = settings.api
     if api == "auto":
         return memory.route(settings.model)
-    if api == "systemone":
+    if api not in PROMPT_RECORDS:
         raise AssertionError("System One answers a whole call in one request (jevper._native)")
-    return api
+    return prompt_record(api).name
 
 
 def _kind(
@@ -152,15 +151,16 @@ def _kind(
     method = settings.method
     if method in ("structured", "discrete"):
         return "structured" if method == "structured" else "discrete"
+    carrier = PROMPT_RECORDS[surface]
     if method in ("logprobs", "grammar"):
-        if surface == "messages":
+        if not carrier.logprobs:
             raise InvalidQuestionError(
-                f"method={method!r}: expected a surface that carries logprobs, got api='messages' (the "
-                "Messages API has no logprob field); use method='structured' or 'discrete'"
+                f"method={method!r}: expected a surface that carries logprobs, got api={surface!r} (the "
+                f"{carrier.title} API has no logprob field); use method='structured' or 'discrete'"
             )
         return "label"
-    if surface == "messages":
-        _once(trail, "messages carries no logprobs: answered with structured")
+    if not carrier.logprobs:
+        _once(trail, f"{surface} carries no logprobs: answered with structured")
     elif len(question.options) > MAX_LABELS:
         _once(
             trail, f"{len(question.options)} options exceed the {MAX_LABELS} labels: answered with structured"
@@ -236,8 +236,8 @@ def _send(
 def _prefill(
     a: Ask, request: WireRequest, settings: Options, surface: PromptSurface, trail: Trail
 ) -> str | None:
-    """The answer opening to send, or None: Messages only, and never alongside thinking."""
-    if surface != "messages" or not settings.prefill:
+    """The answer opening to send, or None: where the surface takes one, and never alongside thinking."""
+    if not PROMPT_RECORDS[surface].prefill or not settings.prefill:
         return None
     if request.thinking_budget is not None or "thinking" in settings.extra_body:
         _once(trail, "no prefill: thinking was requested, and the API refuses a prefill with thinking")
@@ -341,7 +341,7 @@ def _no_distribution_route(error: ProviderError, settings: Options, surface: Pro
     # A refusal of the caller's own top_logprobs value is theirs to fix; only a route that will not
     # carry logprobs at all moves the readout.
     refused_logprobs = error.kind == "logprobs_refused"
-    if error.kind == "missing_route" and settings.api == "auto" and surface != "chat_completions":
+    if error.kind == "missing_route" and settings.api == "auto" and surface != FALLBACK_SURFACE:
         raise _Move(f"the route is missing ({_said(error)})")
     if refused_logprobs:
         _no_distribution(
@@ -352,7 +352,7 @@ def _no_distribution_route(error: ProviderError, settings: Options, surface: Pro
 
 
 def _no_distribution(why: str, settings: Options, surface: PromptSurface) -> None:
-    if settings.api == "auto" and surface != "chat_completions":
+    if settings.api == "auto" and surface != FALLBACK_SURFACE:
         raise _Move(f"the label readout needs a distribution: {why}")
     if settings.method == "auto":
         raise _Structured(why)
@@ -421,15 +421,14 @@ def _read_json(result: WireResult, a: Ask, request: WireRequest, falls_back: boo
 def _send_dropping(
     request: WireRequest, settings: Options, memory: Memory, surface: PromptSurface, trail: Trail
 ) -> Generator[Call, WireResult, tuple[WireRequest, WireResult]]:
-    """Send; on the Messages surface a 400 for output_config or thinking drops that field once. Returns
-    the request as it was answered (without the dropped field) and its result."""
+    """Send; a 400 for a field the surface lets drop (Messages: output_config, thinking) drops it once.
+    Returns the request as it was answered (without the dropped field) and its result."""
     try:
         return request, (yield from _send(surface, request, trail))
     except ProviderError as error:
         droppable = (
-            surface == "messages"
-            and error.status == 400
-            and error.field in _DROPPABLE_ON_MESSAGES
+            error.status == 400
+            and error.field in PROMPT_RECORDS[surface].droppable
             and error.field not in request.omit
             and error.field not in settings.extra_body
         )
@@ -447,7 +446,7 @@ def _send_dropping(
 
 
 def _no_distribution_route_json(error: ProviderError, settings: Options, surface: PromptSurface) -> None:
-    if error.kind == "missing_route" and settings.api == "auto" and surface != "chat_completions":
+    if error.kind == "missing_route" and settings.api == "auto" and surface != FALLBACK_SURFACE:
         raise _Move(f"the route is missing ({_said(error)})")
 
 

@@ -8,12 +8,15 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from jevper._wire import PromptSurface
+from jevper._wire import PROMPT_RECORDS, PromptSurface, chat, responses, systemone
 
 #: api="auto" starts here: the surface that can carry logprobs, schemas and reasoning items alike.
-PREFERRED_SURFACE: PromptSurface = "responses"
+PREFERRED_SURFACE: PromptSurface = responses.SURFACE
+#: api="auto" moves a model here when its surface cannot carry what was asked: the surface every
+#: OpenAI-style server has.
+FALLBACK_SURFACE: PromptSurface = chat.SURFACE
 #: api="auto", per model: System One answers it, or the prompt surfaces do.
-NATIVE, PROMPT = "systemone", "prompt surfaces"
+NATIVE, PROMPT = systemone.SURFACE, "prompt surfaces"
 
 
 @dataclass(frozen=True)
@@ -105,8 +108,7 @@ class Memory:
 
 
 def _surface(value: str) -> PromptSurface:
-    if value == "chat_completions":
-        return "chat_completions"
-    if value == "messages":
-        return "messages"
-    return "responses"
+    for name in PROMPT_RECORDS:
+        if name == value:
+            return name
+    return PREFERRED_SURFACE

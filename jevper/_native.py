@@ -86,7 +86,7 @@ def answer(
         if options.method != "auto" or note is None or note.value != NATIVE:
             return None
         native_only(options, f"api='auto' answers {options.model!r} through System One ({note.why})")
-    elif options.api != "systemone":
+    elif options.api != systemone.SURFACE:
         return None
     asked = {qid: question_body(question) for qid, question in questions}
     body = systemone.build(options.model, state, asked, options.extra_body)
@@ -149,11 +149,13 @@ def _answer(question: Question, given: Mapping[str, Any]) -> Answer:
     if isinstance(question, Noul):
         yes = _unit(given["noul"])
         no = 1.0 - yes
-        return NoulAnswer(yes, {"yes": yes, "no": no}, choice_confidence([yes, no]), METHOD, "systemone")
+        return NoulAnswer(
+            yes, {"yes": yes, "no": no}, choice_confidence([yes, no]), METHOD, systemone.SURFACE
+        )
     confidence = _unit(given["confidence"])
     if isinstance(question, Choice):
         probabilities = {option: float(given["probabilities"][option]) for option in question.options}
-        return ChoiceAnswer(given["choice"], probabilities, confidence, METHOD, "systemone")
+        return ChoiceAnswer(given["choice"], probabilities, confidence, METHOD, systemone.SURFACE)
     levels = range(len(question.criteria))
     return ScoreAnswer(
         float(given["score"]),
@@ -161,7 +163,7 @@ def _answer(question: Question, given: Mapping[str, Any]) -> Answer:
         {i: given["legend"][str(i)] for i in levels},
         confidence,
         METHOD,
-        "systemone",
+        systemone.SURFACE,
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 from jevper import _json
 from jevper._errors import InvalidQuestionError
 from jevper._prompt import checked_cache_key, state_turns
+from jevper._wire import PROMPT_SURFACES, systemone
 from jevper.models import APIS, METHODS, Api, Example, Method, ReasoningConfig
 
 DEFAULT_TIMEOUT = 60.0
@@ -76,7 +77,7 @@ class Options:
         }
         for name, value in checked.items():
             object.__setattr__(self, name, value)
-        if self.api == "systemone":
+        if self.api == systemone.SURFACE:
             native_only(self)
 
     @classmethod
@@ -95,14 +96,14 @@ class Options:
         return replace(self, **given) if given else self
 
 
-def native_only(options: Options, asked: str = "api='systemone'") -> None:
+def native_only(options: Options, asked: str = f"api={systemone.SURFACE!r}") -> None:
     """What System One cannot carry is refused: a method, examples, a thinking budget. ``asked`` says how
     the call came to System One."""
     if options.method != "auto":
         raise InvalidQuestionError(
             f"{asked} with method={options.method!r}: expected method='auto', because the System One API "
-            "reads its answers itself and takes no method; drop method=, or choose a chat surface "
-            "(api='chat_completions', 'responses' or 'messages') to pick one"
+            f"reads its answers itself and takes no method; drop method=, or choose a chat surface "
+            f"(api={_either(PROMPT_SURFACES)}) to pick one"
         )
     if options.examples:
         raise InvalidQuestionError(
@@ -114,6 +115,12 @@ def native_only(options: Options, asked: str = "api='systemone'") -> None:
             f"{asked} with reasoning=: expected none, because the System One API has no thinking budget; "
             "drop reasoning=, or choose a chat surface"
         )
+
+
+def _either(names: Sequence[str]) -> str:
+    """'a', 'b' or 'c'."""
+    quoted = [repr(name) for name in names]
+    return f"{', '.join(quoted[:-1])} or {quoted[-1]}" if len(quoted) > 1 else "".join(quoted)
 
 
 def _known(given: Mapping[str, object], allowed: Mapping[str, object] | None = None) -> None:

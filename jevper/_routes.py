@@ -27,6 +27,7 @@ from jevper._transport import (
     whole_body_async,
     without_sdk_retries,
 )
+from jevper._wire import chat, messages, systemone
 
 #: The openai and anthropic SDKs return the response unread, as their ``with_streaming_response``
 #: wrappers do, when a request carries this header; ``cast_to=object`` is then never parsed.
@@ -46,7 +47,7 @@ class Fetch:
     @property
     def label(self) -> str:
         """How errors name the request: the surface for System One, the route otherwise."""
-        return "systemone" if self.route == "systemone" else f"GET /{self.route}"
+        return systemone.SURFACE if self.route == systemone.ROUTE else f"GET /{self.route}"
 
 
 def path(client: object, route: str) -> str:
@@ -56,7 +57,10 @@ def path(client: object, route: str) -> str:
     SDK's base_url is the server's root and its routes carry the /v1 (``/v1/messages``). An SDK with
     ``messages`` and no ``chat`` is taken to be of the second kind.
     """
-    messages_only = getattr(client, "messages", None) is not None and getattr(client, "chat", None) is None
+    messages_only = (
+        getattr(client, messages.RECORD.sdk_resource[0], None) is not None
+        and getattr(client, chat.RECORD.sdk_resource[0], None) is None
+    )
     return f"/v1/{route}" if messages_only else f"/{route}"
 
 

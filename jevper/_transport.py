@@ -31,21 +31,9 @@ from typing import Any, NoReturn, TypeVar
 
 from jevper import _deadline
 from jevper._errors import MalformedAnswerError, ProviderError
-from jevper._wire import PromptSurface, WireResult, build, provider_error, read, read_error
+from jevper._wire import PROMPT_RECORDS, PromptSurface, WireResult, build, provider_error, read, read_error
 from jevper._wire.request import WireRequest
 
-#: Fields every supported SDK version takes as keywords; everything else travels in extra_body, so
-#: an older SDK without, say, ``top_logprobs`` on ``responses.create`` still sends it.
-_KEYWORDS: dict[PromptSurface, frozenset[str]] = {
-    "chat_completions": frozenset({"model", "messages"}),
-    "responses": frozenset({"model", "input"}),
-    "messages": frozenset({"model", "messages", "max_tokens", "system"}),
-}
-_PATHS: dict[PromptSurface, tuple[str, ...]] = {
-    "chat_completions": ("chat", "completions", "create"),
-    "responses": ("responses", "create"),
-    "messages": ("messages", "create"),
-}
 #: Exceptions meaning the server could not be reached (a timeout, any class named *Timeout*, is told
 #: apart first).
 _UNREACHABLE = frozenset({"APIConnectionError", "TransportError", "ConnectionError"})
@@ -60,8 +48,10 @@ def prepare(
     ``with_raw_response`` (the openai and anthropic SDKs offer both), that create() is used: the body is
     then read once, as JSON, instead of being built into SDK objects and dumped back.
     """
+    resource_path = PROMPT_RECORDS[surface].sdk_resource
+    sdk_path = ".".join((*resource_path, "create"))
     resource: Any = client
-    for name in _PATHS[surface][:-1]:
+    for name in resource_path:
         resource = getattr(resource, name, None)
     create: Any = None
     for wrapper in ("with_streaming_response", "with_raw_response") if streaming else ("with_raw_response",):
@@ -75,15 +65,15 @@ def prepare(
         create = getattr(resource, "create", None) if resource is not None else None
     if not callable(create):
         raise ProviderError(
-            f"{surface}: expected the client to have {'.'.join(_PATHS[surface])}(), got "
+            f"{surface}: expected the client to have {sdk_path}(), got "
             f"{type(client).__name__} without it; pass an openai or anthropic client, "
             "or choose another api=",
             status=None,
-            server_message=f"{type(client).__name__} has no {'.'.join(_PATHS[surface])}()",
+            server_message=f"{type(client).__name__} has no {sdk_path}()",
             kind="missing_route",
         )
     body = build(surface, request)
-    keywords = _KEYWORDS[surface]
+    keywords = PROMPT_RECORDS[surface].keywords
     kwargs = {key: value for key, value in body.items() if key in keywords}
     extra = {key: value for key, value in body.items() if key not in keywords}
     if extra:

@@ -7,11 +7,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from jevper._errors import InvalidQuestionError
+from jevper._wire import SURFACES, Surface
 
 Method = Literal["auto", "logprobs", "grammar", "structured", "discrete"]
-Api = Literal["auto", "chat_completions", "responses", "messages", "systemone"]
+#: "auto", or a surface's name: chat_completions, responses, messages or systemone (jevper._wire.RECORDS
+#: holds what each surface is)
+Api = Literal["auto", Surface]
 METHODS: tuple[Method, ...] = ("auto", "logprobs", "grammar", "structured", "discrete")
-APIS: tuple[Api, ...] = ("auto", "chat_completions", "responses", "messages", "systemone")
+APIS: tuple[Api, ...] = ("auto", *SURFACES)
 
 #: A state is text, a chat list of {"role": ..., "content": ...} turns, or any other JSON value (an
 #: object, a list that is not a chat list, a number), which a model that reads prompts reads as JSON text.
