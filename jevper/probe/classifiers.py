@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jevper._errors import JevperError, MalformedAnswerError
-from jevper._wire import ErrorBody, WireResult, read, read_error
+from jevper._wire import PROMPT_RECORDS, ErrorBody, WireResult, prompt_record, read, read_error
 from jevper._wire.systemone import body_violations
 from jevper.probe.cassettes import Exchange
 from jevper.probe.catalogue import Probe
@@ -106,20 +106,17 @@ def _refused(exchange: Exchange, prefix: str = "refused") -> Verdict:
     return Verdict("refused", f"{prefix}: {exchange.status} {words(error.message)}", excerpt(exchange.text))
 
 
-#: Where a surface puts its answer; an empty list there is no answer, whatever the probe asked about.
-_ANSWER_LIST = {"responses": "output", "messages": "content"}
-
-
 def _wire(probe: Probe, exchange: Exchange) -> WireResult:
     body = exchange.json()
     if not isinstance(body, Mapping):
         raise MalformedAnswerError(expected_actual("a JSON object", excerpt(exchange.text, 60)))
-    surface = probe.surface
-    if surface == "systemone":  # answers every question at once: read by body_violations, not here
+    if probe.surface not in PROMPT_RECORDS:  # System One: read whole by body_violations, not here
         raise MalformedAnswerError(expected_actual("a prompt surface's answer", "a System One body"))
-    result = read(surface, body, model=_model(exchange))
-    key = _ANSWER_LIST.get(surface)
-    if key is not None and body.get(key) == []:
+    carrier = prompt_record(probe.surface)
+    result = read(carrier.name, body, model=_model(exchange))
+    # Where the surface puts its answer; an empty list there is no answer, whatever the probe asked about.
+    key = carrier.answer_list
+    if body.get(key) == []:
         # Not "no logprobs here" nor "taken": an empty answer says nothing about the probed feature.
         raise MalformedAnswerError(
             expected_actual(f"an answer in {key}", f"{key}: [] (finished as {result.finish!r})")
@@ -421,8 +418,7 @@ def cached_tokens(probe: Probe, last: Exchange, result: WireResult, exchanges: S
     """Where the server reports cached prompt tokens, and how many it reported."""
     prompt = result.usage.prompt_tokens
     of = f" of {prompt} prompt tokens" if prompt is not None else ""
-    if probe.surface == "messages" and prompt is not None:
-        # Anthropic's input_tokens counts only what was not read from the cache.
+    if prompt_record(probe.surface).prompt_tokens_exclude_cached and prompt is not None:
         of = f" (input_tokens = {prompt}, the uncached rest)"
     found = _cache_paths(result)
     if not found:

@@ -20,6 +20,7 @@ from typing import Any
 
 import jinja2
 
+from jevper._wire import RECORDS
 from jevper.probe.cassettes import CassetteError, load_exchanges
 from jevper.probe.catalogue import Catalogue, load_catalogue
 from jevper.probe.presets import load_presets
@@ -41,12 +42,7 @@ __all__ = [
 
 COMMAND = "python -m jevper.probe report"
 
-SURFACES = {
-    "chat_completions": "Chat Completions",
-    "responses": "Responses",
-    "messages": "Messages",
-    "systemone": "System One",
-}
+SURFACES = {name: record.title for name, record in RECORDS.items()}
 # kind -> (marker, words); the marker and words carry the meaning so colour is never the only signal.
 KINDS: dict[str, tuple[str, str]] = {
     "fails": ("\u2717", "breaks the API's specification"),  # BALLOT X

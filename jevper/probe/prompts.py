@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from jevper._wire import Surface
+from jevper._wire import Surface, prompt_record
 
 SYSTEM = "You classify customer messages. Reply with the letter of exactly one option and nothing else."
 QUESTION = (
@@ -189,20 +189,6 @@ def prompt_fields(layout: str, surface: Surface, opening: str | None = None) -> 
     if opening is not None:
         (role, text), *rest = turns
         turns = ((role, f"{opening}\n{text}"), *rest)
-    if surface == "chat_completions":
-        return {"messages": [{"role": role, "content": text} for role, text in turns]}
-    if surface == "responses":
-        if layout == "input-text-parts":
-            return {
-                "input": [
-                    {"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]}
-                    for role, text in turns
-                ]
-            }
-        return {"input": [{"type": "message", "role": role, "content": text} for role, text in turns]}
-    fields: dict[str, Any] = {}
-    if turns[0][0] == "system" and layout != "system-turn":
-        fields["system"] = turns[0][1]
-        turns = turns[1:]
-    fields["messages"] = [{"role": role, "content": text} for role, text in turns]
-    return fields
+    return prompt_record(surface).conversation(
+        turns, system_as_turn=layout == "system-turn", text_parts=layout == "input-text-parts"
+    )
