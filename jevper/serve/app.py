@@ -35,6 +35,7 @@ from jevper import (
     ProviderError,
 )
 from jevper._upstreams import NoUpstreamError, Upstream, Upstreams
+from jevper._wire import PROMPT_RECORDS, prompt_record
 from jevper.models import SystemOneResponse
 from jevper.questions import Question
 from jevper.serve import wide
@@ -48,12 +49,12 @@ log = logging.getLogger("jevper.serve")
 
 
 def upstream_client(config: GatewayConfig, metrics: Metrics | None = None) -> AsyncSystemOneClient:
-    """The async client over the upstream: the anthropic SDK for the Messages surface, else openai's;
+    """The async client over the upstream: the SDK its surface names (anthropic for Messages), else openai;
     its HTTP transport timed and counted per upstream."""
     key = config.upstream_api_key or "none"
     metrics = metrics or Metrics()
     sdk: object
-    if config.api == "messages":
+    if config.api in PROMPT_RECORDS and prompt_record(config.api).sdk == "anthropic":
         from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
 
         http = observed_http_client(DefaultAsyncHttpxClient, config.upstream, metrics)

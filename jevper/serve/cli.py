@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
+from jevper._wire import PROMPT_SURFACES
 from jevper.serve.config import DEFAULT_PORT, ConfigError, GatewayConfig
 
 KEYS_ENV, UPSTREAM_KEY_ENV = "JEVPER_SERVE_API_KEYS", "JEVPER_UPSTREAM_API_KEY"
@@ -39,7 +40,7 @@ def parser() -> argparse.ArgumentParser:
         "--model",
         help="the upstreams' model id where --upstream names none (with --spawn: the embedded model)",
     )
-    p.add_argument("--api", default="auto", choices=("auto", "chat_completions", "responses", "messages"))
+    p.add_argument("--api", default="auto", choices=("auto", *PROMPT_SURFACES))
     p.add_argument(
         "--method", default="auto", choices=("auto", "logprobs", "grammar", "structured", "discrete")
     )

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from jevper._wire import PROMPT_RECORDS, prompt_record
+
 DEFAULT_PORT = 8090
 
 #: The command-line flag of each setting (and of the client option it becomes), for messages.
@@ -26,7 +28,7 @@ FLAGS = {
     "max_body_bytes": "--max-body-bytes",
     "timeout": "--timeout",
 }
-#: The methods that read a label's probability from logprobs, which the Messages API does not carry.
+#: The methods that read a label's probability from logprobs, which some surfaces (Messages) do not carry.
 LOGPROB_METHODS = ("logprobs", "grammar")
 
 
@@ -83,11 +85,14 @@ class GatewayConfig:
                 f"--upstream: expected each upstream once, got {', '.join(repeated)} more than once; "
                 "give a server's URL once and its slot count with --pool"
             )
-        if self.api == "messages" and self.method in LOGPROB_METHODS:
+        surface = prompt_record(self.api) if self.api in PROMPT_RECORDS else None
+        if surface is not None and not surface.logprobs and self.method in LOGPROB_METHODS:
+            carriers = [r.name for r in PROMPT_RECORDS.values() if r.logprobs]
+            either = " or ".join([", ".join(carriers[:-1]), carriers[-1]] if len(carriers) > 1 else carriers)
             raise ConfigError(
-                f"--api {self.api} --method {self.method}: expected a method the Messages API can answer "
-                "with, got one that reads logprobs, which it does not carry; start the gateway with "
-                "--method structured (or discrete, or auto), or with --api chat_completions or responses"
+                f"--api {self.api} --method {self.method}: expected a method the {surface.title} API can "
+                "answer with, got one that reads logprobs, which it does not carry; start the gateway with "
+                f"--method structured (or discrete, or auto), or with --api {either}"
             )
 
 

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator, Sequence
 
 import jevper
+from jevper._wire import PROMPT_SURFACES
 from jevper.servers.model import EMBEDDED_MODEL_NAME, MODEL_ALIAS
 from jevper.servers.process import PORT, Launch, SpawnedServer, launched
 
@@ -59,7 +60,7 @@ class GatewaySpawner:
         group.add_argument(
             "--gateway-api",
             default="auto",
-            choices=("auto", "chat_completions", "responses", "messages"),
+            choices=("auto", *PROMPT_SURFACES),
             help="the surface the gateway asks the embedded llama.cpp on (default auto)",
         )
 

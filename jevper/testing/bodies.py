@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from jevper._wire import PromptSurface
+from jevper._wire import PROMPT_RECORDS, PromptSurface, chat, messages, responses
 
 #: The distribution of a healthy label answer: A most likely, then B, then C.
 HEALTHY_LOGPROBS: tuple[tuple[str, float], ...] = (("A", -0.2), ("B", -1.9), ("C", -3.4))
@@ -45,8 +45,8 @@ def find_schema(request: Any) -> Mapping[str, Any] | None:
 def wants_logprobs(surface: PromptSurface, request: Any) -> bool:
     if not isinstance(request, Mapping):
         return False
-    if surface == "responses":
-        return bool(request.get("top_logprobs")) or "message.output_text.logprobs" in (
+    if surface == responses.SURFACE:
+        return bool(request.get("top_logprobs")) or responses.LOGPROBS_INCLUDE in (
             request.get("include") or []
         )
     return bool(request.get("logprobs"))
@@ -84,7 +84,7 @@ def entry(token: str, logprob: float, top: tuple[tuple[str, float], ...] = ()) -
 
 def chat_label() -> dict[str, Any]:
     """The healthy Chat Completions answer (label A, its alternatives), for a scripted server to queue."""
-    return Answer("chat_completions", {"logprobs": True}, "m").body()
+    return Answer(chat.SURFACE, {"logprobs": True}, "m").body()
 
 
 def healthy_entries() -> list[dict[str, Any]]:
@@ -102,7 +102,7 @@ class Answer:
             healthy_entries() if wants_logprobs(surface, request) else None
         )
         schema = find_schema(request)
-        if surface == "messages" or (schema is not None and self.logprobs is None):
+        if not PROMPT_RECORDS[surface].logprobs or (schema is not None and self.logprobs is None):
             self.text = json.dumps(json_answer(schema))
         else:
             self.text = "A"
@@ -175,9 +175,9 @@ def _messages(a: Answer) -> dict[str, Any]:
 
 
 _LAYOUTS: dict[PromptSurface, Callable[[Answer], dict[str, Any]]] = {
-    "chat_completions": _chat,
-    "responses": _responses,
-    "messages": _messages,
+    chat.SURFACE: _chat,
+    responses.SURFACE: _responses,
+    messages.SURFACE: _messages,
 }
 
 
@@ -253,12 +253,6 @@ def _duplicate_alternatives(a: Answer) -> None:
     a.logprobs = [entry(token, logprob, (HEALTHY_LOGPROBS[0], *HEALTHY_LOGPROBS))]
 
 
-_EMPTY_KEY: dict[PromptSurface, str] = {
-    "chat_completions": "choices",
-    "responses": "output",
-    "messages": "content",
-}
-
 BodyFault = Callable[[Answer], dict[str, Any]]
 
 
@@ -273,7 +267,7 @@ def _answer_fault(mutate: Callable[[Answer], None]) -> BodyFault:
 def _emptied(value: Any) -> BodyFault:
     def body(a: Answer) -> dict[str, Any]:
         out = a.body()
-        out[_EMPTY_KEY[a.surface]] = value
+        out[PROMPT_RECORDS[a.surface].answer_list] = value
         return out
 
     return body

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from jevper._wire import Surface
+from jevper._wire import PROMPT_RECORDS, RECORDS, Surface, prompt_record
 from jevper.testing.bodies import BODY_FAULTS, Answer, encode
 from jevper.testing.script import Request, Script
 from jevper.testing.systemone import SYSTEMONE_BODY_FAULTS, SystemOneAnswer
@@ -53,12 +53,7 @@ HUGE_BYTES = 50 * 1024 * 1024
 RETRY_AFTER_S = 1
 FAULT_HEADER = "x-jevper-fault"
 _MAX_REQUEST_BYTES = 16 * 1024 * 1024
-_ROUTES: tuple[tuple[str, Surface], ...] = (
-    ("/chat/completions", "chat_completions"),
-    ("/responses", "responses"),
-    ("/messages", "messages"),
-    ("/systemone", "systemone"),
-)
+_ROUTES: tuple[tuple[str, Surface], ...] = tuple((f"/{r.route}", r.name) for r in RECORDS.values())
 _HTML_500 = (
     b"<!DOCTYPE html><html><head><title>500 Internal Server Error</title></head><body>"
     b"<h1>Internal Server Error</h1><p>The server encountered an unexpected condition.</p></body></html>"
@@ -472,7 +467,10 @@ class FaultServer:
         parsed = request.json()
         model = parsed.get("model") if isinstance(parsed, dict) else None
         named = model if isinstance(model, str) else self.model
-        answer = SystemOneAnswer(parsed, named) if surface == "systemone" else Answer(surface, parsed, named)
+        if surface in PROMPT_RECORDS:
+            answer: Answers = Answer(prompt_record(surface).name, parsed, named)
+        else:
+            answer = SystemOneAnswer(parsed, named)
         try:
             await chosen.serve(reply, surface, request, answer)
         except (ConnectionError, asyncio.CancelledError):

@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from jevper._wire import systemone
 from jevper.testing.bodies import BAD_UTF8_MARK, DUPLICATE_MARK
 
 #: The probability of yes in a healthy noul answer.
@@ -31,7 +32,7 @@ def _confidence(probabilities: list[float]) -> float:
 class SystemOneAnswer:
     """The answers to the questions of one request, before they are laid out as a body."""
 
-    surface = "systemone"
+    surface = systemone.SURFACE
 
     def __init__(self, request: Any, model: str) -> None:
         self.model = model
