@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from jevper._errors import InvalidQuestionError
-from jevper._wire import SURFACES, Surface
+from jevper._wire import PROMPT_RECORDS, SURFACES, Surface, prompt_record
 
 Method = Literal["auto", "logprobs", "grammar", "structured", "discrete"]
 #: "auto", or a surface's name: chat_completions, responses, messages or systemone (jevper._wire.RECORDS
@@ -15,6 +15,12 @@ Method = Literal["auto", "logprobs", "grammar", "structured", "discrete"]
 Api = Literal["auto", Surface]
 METHODS: tuple[Method, ...] = ("auto", "logprobs", "grammar", "structured", "discrete")
 APIS: tuple[Api, ...] = ("auto", *SURFACES)
+
+
+def sdk_for(api: str) -> Literal["openai", "anthropic"]:
+    """The SDK whose client carries ``api``: anthropic's for Messages, openai's for every other value."""
+    return prompt_record(api).sdk if api in PROMPT_RECORDS else "openai"
+
 
 #: A state is text, a chat list of {"role": ..., "content": ...} turns, or any other JSON value (an
 #: object, a list that is not a chat list, a number), which a model that reads prompts reads as JSON text.

@@ -141,3 +141,13 @@ def test_the_command_lines_take_their_surface_choices_from_the_registry() -> Non
     SPAWNER.add_arguments(spawner.add_argument_group())
     gateway_api = next(a for a in spawner._actions if a.dest == "gateway_api")
     assert tuple(gateway_api.choices or ()) == ("auto", *PROMPT_SURFACES)
+
+
+def test_the_gateway_and_the_batch_engine_pick_anthropics_sdk_for_messages_alone() -> None:
+    assert {api: models.sdk_for(api) for api in models.APIS} == {
+        "auto": "openai",
+        "chat_completions": "openai",
+        "responses": "openai",
+        "messages": "anthropic",
+        "systemone": "openai",
+    }

@@ -19,6 +19,7 @@ import pyarrow as pa
 from jevper import AsyncSystemOneClient, InvalidQuestionError
 from jevper._upstreams import Upstream, Upstreams, blame
 from jevper.batch._schema import RESERVED, Row, result_columns, result_fields
+from jevper.models import sdk_for
 from jevper.questions import Question, as_question
 
 Server = Upstream
@@ -261,7 +262,7 @@ class BatchClassifier:
     def _connect(self, server: Upstream) -> AsyncSystemOneClient:
         key = server.api_key or "none"
         sdk: object
-        if self.client_options["api"] == "messages":
+        if sdk_for(self.client_options["api"]) == "anthropic":
             from anthropic import AsyncAnthropic
 
             sdk = AsyncAnthropic(base_url=server.base_url.removesuffix("/v1"), api_key=key, max_retries=0)

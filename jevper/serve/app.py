@@ -35,8 +35,7 @@ from jevper import (
     ProviderError,
 )
 from jevper._upstreams import NoUpstreamError, Upstream, Upstreams
-from jevper._wire import PROMPT_RECORDS, prompt_record
-from jevper.models import SystemOneResponse
+from jevper.models import SystemOneResponse, sdk_for
 from jevper.questions import Question
 from jevper.serve import wide
 from jevper.serve.body import receive
@@ -54,7 +53,7 @@ def upstream_client(config: GatewayConfig, metrics: Metrics | None = None) -> As
     key = config.upstream_api_key or "none"
     metrics = metrics or Metrics()
     sdk: object
-    if config.api in PROMPT_RECORDS and prompt_record(config.api).sdk == "anthropic":
+    if sdk_for(config.api) == "anthropic":
         from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
 
         http = observed_http_client(DefaultAsyncHttpxClient, config.upstream, metrics)
