@@ -550,12 +550,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     parser.add_argument("--list", action="store_true", help="print the faults and exit")
+    parser.add_argument("--upstream", help="relay mode: requests with no fault named go to this server root")
     args = parser.parse_args(argv)
     if args.list:
         for item in FAULTS.values():
             print(f"{item.name:<24} {item.says}")
         return 0
-    server = FaultServer(port=args.port)
+    server = FaultServer(port=args.port, upstream=args.upstream)
 
     async def announce_and_run() -> None:
         task = asyncio.create_task(server.run())
