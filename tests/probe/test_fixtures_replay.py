@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from jevper.probe import reports
 from jevper.probe.cassettes import load_exchanges
 from jevper.probe.catalogue import load_catalogue
 from jevper.probe.cli import main
@@ -102,3 +103,20 @@ def test_a_probe_added_to_the_catalogue_is_not_recorded_anywhere_and_asks_for_no
     # The System One servers' columns are left out of a chat topic whose every probe they refused.
     shown = [r for r in RECORDED if r not in unserved_columns("ignored-rejected", RECORDED, grown)]
     assert row.count("not recorded") == len(shown) == len(RECORDED) - 2
+
+
+def test_the_matrices_leave_out_a_system_one_servers_wall_of_refusals_and_keep_its_own_route() -> None:
+    recordings = reports.columns(LAYOUT)
+    only_systemone = [r for r in recordings if r.server in ("laya", "jevper")]
+    assert only_systemone
+    for topic in CATALOGUE.topics:
+        hidden = {r.key for r in unserved_columns(topic.id, recordings, CATALOGUE)}
+        surfaces = {p.surface for p in CATALOGUE.probes if p.topic == topic.id}
+        if surfaces == {"systemone"}:
+            assert hidden == set(), topic.id
+        else:
+            assert hidden == {r.key for r in only_systemone}, topic.id
+    capabilities = generate(LAYOUT)[LAYOUT.reports_dir / "capabilities.md"]
+    assert capabilities.count("Not shown: laya 0.2.1, jevper 0.1.0") == len(CATALOGUE.topics) - 1
+    header = next(line for line in capabilities.splitlines() if line.startswith("| probe "))
+    assert header.split("|")[2].strip().startswith("llamacpp b10434")  # the first column a reader sees

@@ -144,6 +144,49 @@ def test_columns_put_recordings_first_by_server_and_release_numerically_then_tra
     ]
 
 
+def test_columns_run_by_server_kind_as_the_presets_list_them_not_alphabetically(tmp_path: Path) -> None:
+    one = [probe("chat-logprobs", "supported", "yes")]
+    keys = ["callo-0.3.1", "jevper-0.1.0", "laya-0.2.1", "llamacpp-b11549", "ollama-0.35.0", "vllm-0.32.0"]
+    recs = [recording(tmp_path, key, one) for key in keys]
+    assert [c.key for c in page_of(tmp_path, *recs).columns] == [
+        "llamacpp-b11549",
+        "vllm-0.32.0",
+        "ollama-0.35.0",
+        "callo-0.3.1",
+        "laya-0.2.1",
+        "jevper-0.1.0",
+    ]
+
+
+def test_a_system_one_server_refusing_a_surface_it_does_not_serve_is_not_served_not_refused(
+    tmp_path: Path,
+) -> None:
+    refused = [
+        probe("chat-logprobs", "refused", "404, not found", status=404),
+        probe("systemone-route", "refused", "refused: 422 'bad'", status=422),
+    ]
+    answered = [probe("chat-logprobs", "supported", "20 alternatives")]
+    page = page_of(
+        tmp_path,
+        recording(tmp_path, "laya-0.2.1", refused),
+        recording(tmp_path / "b", "jevper-0.1.0", answered),
+        recording(tmp_path / "c", "callo-0.3.1", refused),
+    )
+    assert cell(page, "laya-0.2.1", "chat-logprobs").kind == "unserved"
+    assert cell(page, "laya-0.2.1", "chat-logprobs").verdict == "404, not found"  # kept for the evidence
+    assert cell(page, "laya-0.2.1", "systemone-route").kind == "refused"  # its own route: a refusal
+    assert cell(page, "jevper-0.1.0", "chat-logprobs").kind == "supported"  # an answer is shown as one
+    assert cell(page, "callo-0.3.1", "chat-logprobs").kind == "refused"  # callo serves the chat surfaces
+
+
+def test_an_answer_that_breaks_the_api_is_its_own_kind(tmp_path: Path) -> None:
+    failing = probe("systemone-route", "info", "200, but not the API's answer: x", grade="fail")
+    passing = probe("systemone-no-model", "supported", "200; 3 answers", grade="pass")
+    page = page_of(tmp_path, recording(tmp_path, "callo-0.3.1", [failing, passing]))
+    assert cell(page, "callo-0.3.1", "systemone-route").kind == "fails"
+    assert cell(page, "callo-0.3.1", "systemone-no-model").kind == "supported"
+
+
 def test_the_header_says_where_each_column_came_from(tmp_path: Path) -> None:
     one = [probe("chat-logprobs", "supported", "yes")]
     recs = [
