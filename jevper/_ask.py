@@ -14,10 +14,9 @@ from typing import Any, Literal
 
 from jevper._errors import InvalidQuestionError
 from jevper._wire import SchemaFormat
-from jevper.questions import Choice, Noul, Question, Score, described
+from jevper.questions import Choice, Noul, Question, QuestionType, Score, described
 
 Kind = Literal["label", "structured", "discrete"]
-QuestionType = Literal["choice", "noul", "score"]
 LABELS = string.ascii_uppercase
 MAX_LABELS = len(LABELS)
 
@@ -25,11 +24,6 @@ _LABEL_SYSTEM = (
     "You answer one question about a state. The question lists options, each with a capital-letter "
     "label. Reply with the label of the option that fits the state best: a single letter, nothing else."
 )
-#: What a question without instructions is asked with (System One asks it the same way).
-DEFAULT_INSTRUCTIONS = {
-    "choice": "Which option fits the state best?",
-    "score": "Which level fits the state best?",
-}
 _JSON_SYSTEM = (
     "You answer one question about a state. Reply with one JSON object that follows the schema given "
     "with the question, and nothing else."
@@ -50,15 +44,9 @@ class Ask:
     grammar: str | None  # the GBNF restricting the answer to a label
 
 
-def question_type(question: Question) -> QuestionType:
-    if isinstance(question, Choice):
-        return "choice"
-    return "noul" if isinstance(question, Noul) else "score"
-
-
 def ask(question: Question, kind: Kind, *, grammar: bool = False) -> Ask:
     options = question.options
-    qtype = question_type(question)
+    qtype = question.type
     if kind == "label":
         if len(options) > MAX_LABELS:
             raise InvalidQuestionError(
@@ -113,7 +101,7 @@ def label_grammar(labels: tuple[str, ...]) -> str:
 
 def instructions(question: Question) -> str:
     """The question's instructions as the model reads them, or the default for its type."""
-    return described(question.instructions) or DEFAULT_INSTRUCTIONS[question_type(question)]
+    return described(question.instructions) or question.DEFAULT_INSTRUCTIONS
 
 
 def _option_line(name: str, description: object) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Unpack
+from typing import Unpack
 
 from jevper import _json
 from jevper._engine import Answered
@@ -17,6 +17,7 @@ from jevper._json import Json
 from jevper._memory import Memory
 from jevper._options import ClientOptions, Options, Overrides
 from jevper._prompt import StateTurns, state_turns
+from jevper._trace import Prefill, QuestionTrace, Route, Trace
 from jevper._usage import total
 from jevper.models import State, SystemOneResponse
 from jevper.questions import Question, as_question
@@ -78,34 +79,27 @@ class BaseClient:
         limits: dict[str, str] = {}
         for one in answered:
             limits.update(memory.server_limits(model, one.surface))
-        route = memory.routes.get(model)
-        debug: dict[str, Any] = {
-            "questions": {
-                qid: {
-                    "method": one.method,
-                    "surface": one.surface,
-                    "requests": one.trail.requests,
-                    "why": list(one.trail.why),
-                    "prefill": _prefill_debug(one),
-                }
-                for (qid, _), one in zip(plan.questions, answered, strict=True)
-            },
-            "server_limits": limits,
-        }
+        route = None
         if plan.options.api == "auto":
-            debug["route"] = {
-                "surface": memory.route(model),
-                "why": route.why if route else "preferred surface",
-            }
+            chosen = memory.routes.get(model)
             native = memory.discovery(model)
-            if native is not None:
-                debug["route"]["discovery"] = native.why
+            route = Route(
+                memory.route(model),
+                chosen.why if chosen else "preferred surface",
+                None if native is None else native.why,
+            )
+        trace = Trace(
+            {qid: _question_trace(one) for (qid, _), one in zip(plan.questions, answered, strict=True)},
+            limits,
+            route,
+        )
         usage = total(r for one in answered for r in one.trail.results)
-        return SystemOneResponse(answers=answers, usage=usage, reasoning=reasoning, debug=debug, model=model)
+        return SystemOneResponse(
+            answers=answers, usage=usage, reasoning=reasoning, debug=trace.to_dict(), model=model
+        )
 
 
-def _prefill_debug(answered: Answered) -> dict[str, Any] | None:
-    """What opening was sent on the Messages surface, and how each reply treated it."""
-    if answered.trail.prefill is None:
-        return None
-    return {"sent": answered.trail.prefill, "replies": list(answered.trail.prefill_replies)}
+def _question_trace(answered: Answered) -> QuestionTrace:
+    trail = answered.trail
+    prefill = None if trail.prefill is None else Prefill(trail.prefill, tuple(trail.prefill_replies))
+    return QuestionTrace(answered.method, answered.surface, trail.requests, tuple(trail.why), prefill)

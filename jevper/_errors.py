@@ -16,6 +16,8 @@ Each message says what was expected, what arrived, and what to do about it.
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 __all__ = [
     "IncompleteAnswerError",
     "InvalidQuestionError",
@@ -30,8 +32,22 @@ class JevperError(Exception):
     """The root of every error jevper raises on purpose."""
 
 
+#: Where a problem sits in a System One request, as its 422 names it: ``("questions", "route", "criteria")``.
+Loc: TypeAlias = tuple[str | int, ...]
+
+
 class InvalidQuestionError(JevperError, ValueError):
-    """A question, or a setting it is asked with, cannot be sent as given."""
+    """A question, or a setting it is asked with, cannot be sent as given.
+
+    ``loc`` says where the problem sits when it is in a question (``("questions", "route", "criteria")``;
+    ``("criteria",)`` for a question built directly, ``()`` when it is not in a question) and ``problem``
+    what it is, without the place.
+    """
+
+    def __init__(self, message: str, *, loc: Loc = (), problem: str | None = None) -> None:
+        super().__init__(message)
+        self.loc = loc
+        self.problem = message if problem is None else problem
 
 
 class LabelReadoutError(JevperError):

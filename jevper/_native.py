@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Generator, Mapping
 from typing import Any
 
-from jevper._ask import instructions, question_type
+from jevper._ask import instructions
 from jevper._distribution import choice_confidence
 from jevper._errors import JevperError, ProviderError
 from jevper._json import Json
 from jevper._memory import NATIVE, PROMPT, Memory, Note
 from jevper._options import Options, native_only
 from jevper._routes import Fetch
+from jevper._trace import QuestionTrace, Route, Trace, each
 from jevper._transport import should_retry
 from jevper._wire import model_list, systemone
 from jevper.models import Answer, ChoiceAnswer, NoulAnswer, ScoreAnswer, SystemOneResponse, Usage
@@ -107,31 +108,23 @@ def answer(
     result = systemone.read(raw, asked, model=options.model)
     answers = {qid: _answer(question, result.answers[qid]) for qid, question in questions}
     why = f"one System One request carried all {len(questions)} question(s) of the call"
-    debug: dict[str, Any] = {
-        "questions": {
-            qid: {
-                "method": METHOD,
-                "surface": systemone.SURFACE,
-                "requests": 1,
-                "why": [why],
-                "prefill": None,
-            }
-            for qid in answers
-        },
-        "server_limits": {},
-    }
-    if note is not None:
-        debug["route"] = {"surface": systemone.SURFACE, "why": note.why}
+    trace = Trace(
+        each(list(answers), QuestionTrace(METHOD, systemone.SURFACE, 1, (why,))),
+        {},
+        None if note is None else Route(systemone.SURFACE, note.why),
+    )
     usage = Usage(result.usage.prompt_tokens, result.usage.completion_tokens, None, requests=1)
-    return SystemOneResponse(answers, usage, {}, debug, model=result.model or options.model)
+    return SystemOneResponse(answers, usage, {}, trace.to_dict(), model=result.model or options.model)
 
 
 def question_body(question: Question) -> dict[str, Any]:
     """A question in the API's request shape. Instructions left out are sent as the prompt surfaces ask
     them (laya-serve 0.2.1 refuses a question without instructions); noul criteria given as one text are
     shown after the instructions, as the prompt surfaces show them."""
-    kind = question_type(question)
-    body: dict[str, Any] = {"type": kind, "instructions": question.instructions or instructions(question)}
+    body: dict[str, Any] = {
+        "type": question.type,
+        "instructions": question.instructions or instructions(question),
+    }
     if isinstance(question, Noul):
         if isinstance(question.criteria, str):
             body["instructions"] = f"{instructions(question)}\nCriteria: {question.criteria}"

@@ -1,9 +1,13 @@
-"""The three question types, and the plain-mapping form of each.
+"""The three question types, their rules, and the plain-mapping form of each: the one place that says
+what a question may be.
 
 A question knows its options and nothing about how it will be asked: labels, schemas and prompts are
 derived from it elsewhere. Every field takes what the System One API takes: instructions, descriptions
-and levels may be text or a JSON object or array (a model that reads prompts reads those as JSON text),
-a choice description may be ``None``, and noul criteria may be ``{"true": ..., "false": ...}``.
+and levels may be text or a JSON object or array (a model that reads prompts reads those as JSON text);
+a choice has 2 to 255 options, whose descriptions may be ``None``; a score has 2 to 10 levels; a noul's
+instructions are optional and its criteria absent, ``None``, ``{"true": ..., "false": ...}`` or one side
+of it alone. The constructors refuse anything else with an ``InvalidQuestionError`` whose ``loc`` says
+where the problem sits (``("questions", "route", "criteria")``), which the gateway reports as its 422.
 """
 
 from __future__ import annotations
@@ -11,45 +15,77 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, ClassVar, Literal, TypeAlias
 
 from jevper import _json
-from jevper._errors import InvalidQuestionError
+from jevper._errors import InvalidQuestionError, Loc
 
-MAX_CHOICE_OPTIONS = 255
-MIN_SCORE_LEVELS, MAX_SCORE_LEVELS = 2, 10
-NOUL_CRITERIA_KEYS = ("true", "false")
-
+#: A question's type, as the System One API names it.
+QuestionType = Literal["choice", "noul", "score"]
 #: Instructions, a description or a level: text, or a JSON object or array.
 Text: TypeAlias = str | Mapping[str, Any] | Sequence[Any]
 
-#: Whose fields an error names: the class, or ``questions['q']`` for a question given as a mapping.
-_OWNER: contextvars.ContextVar[str | None] = contextvars.ContextVar("jevper_question_owner", default=None)
+
+@dataclass(frozen=True)
+class _Owner:
+    """Whose fields an error names: spelled (``Choice``, or ``questions['q']`` for a question given as a
+    mapping) and as a location (``()``, or ``("questions", "q")``)."""
+
+    name: str
+    loc: Loc
 
 
-def _owner(question: object) -> str:
-    return _OWNER.get() or type(question).__name__
+#: Set while a question given as a mapping is built, so its errors name it by its id.
+_OWNER: contextvars.ContextVar[_Owner | None] = contextvars.ContextVar("jevper_question_owner", default=None)
+
+
+def _owner(question: object) -> _Owner:
+    return _OWNER.get() or _Owner(type(question).__name__, ())
+
+
+def _refused(owner: _Owner, at: Loc, problem: str) -> InvalidQuestionError:
+    return InvalidQuestionError(f"{owner.name}: {problem}", loc=(*owner.loc, *at), problem=problem)
+
+
+def _checked(owner: _Owner, at: Loc, spelled: str, check: Any, value: Any) -> Any:
+    """``check(f"{owner}.{spelled}", value)`` from jevper._json, its refusal located at ``at``."""
+    try:
+        return check(f"{owner.name}.{spelled}", value)
+    except InvalidQuestionError as error:
+        raise InvalidQuestionError(
+            str(error), loc=(*owner.loc, *at), problem=str(error).removeprefix(f"{owner.name}.")
+        ) from None
 
 
 def _text(
-    owner: str, path: str, value: object, *, named: str = "", optional: bool = False, nullable: bool = False
+    owner: _Owner,
+    at: Loc,
+    value: object,
+    *,
+    spelled: str,
+    named: str = "",
+    optional: bool = False,
+    nullable: bool = False,
 ) -> Any:
     """Text or a non-empty JSON object or array, checked; ``optional`` lets None mean "not given",
     ``nullable`` lets None stand as a value (a choice description). ``named``: the field in words."""
-    name = named or path
+    name = named or spelled
     if value is None and (optional or nullable):
         return None
     if isinstance(value, str):
         if not value.strip():
-            raise InvalidQuestionError(
-                f"{owner}: expected {name} to be a non-empty string, got {value!r}; "
-                f"set {name} to a description"
+            raise _refused(
+                owner,
+                at,
+                f"expected {name} to be a non-empty string, got {value!r}; set {name} to a description",
             )
-        return _json.text(f"{owner}.{path}", value)
+        return _checked(owner, at, spelled, _json.text, value)
     if isinstance(value, Mapping | Sequence) and not isinstance(value, bytes | bytearray) and len(value):
-        return _json.checked(f"{owner}.{path}", value)
-    what = "text, None, or a JSON object or array" if nullable else "text or a JSON object or array"
-    raise InvalidQuestionError(f"{owner}: expected {name} to be {what}, got {value!r:.80}")
+        return _checked(owner, at, spelled, _json.checked, value)
+    what = (
+        "text, None, or a JSON object or array" if nullable or optional else "text or a JSON object or array"
+    )
+    raise _refused(owner, at, f"expected {name} to be {what}, got {value!r:.80}")
 
 
 def described(value: Any) -> str | None:
@@ -61,7 +97,7 @@ def described(value: Any) -> str | None:
 
 @dataclass(frozen=True)
 class Choice:
-    """Pick one option out of 1 to 255: ``criteria`` maps each option to what it means (or to ``None``).
+    """Pick one option out of 2 to 255: ``criteria`` maps each option to what it means (or to ``None``).
 
     The answer is a probability per option (``ChoiceAnswer``).
     """
@@ -69,37 +105,56 @@ class Choice:
     criteria: Mapping[str, Text | None]
     instructions: Text | None = None
 
+    type: ClassVar[QuestionType] = "choice"
+    MIN_OPTIONS: ClassVar[int] = 2
+    MAX_OPTIONS: ClassVar[int] = 255
+    #: What a choice without instructions is asked with (System One asks it the same way).
+    DEFAULT_INSTRUCTIONS: ClassVar[str] = "Which option fits the state best?"
+
     def __post_init__(self) -> None:
         owner = _owner(self)
         if not isinstance(self.criteria, Mapping):
-            raise InvalidQuestionError(
-                f"{owner}: expected criteria to be a mapping of option to description, got "
-                f"{type(self.criteria).__name__}; pass criteria={{'option': 'what it means', ...}}"
+            raise _refused(
+                owner,
+                ("criteria",),
+                f"expected criteria to be a mapping of option to description, got "
+                f"{type(self.criteria).__name__}; pass criteria={{'option': 'what it means', ...}}",
             )
         count = len(self.criteria)
-        if not 1 <= count <= MAX_CHOICE_OPTIONS:
-            raise InvalidQuestionError(
-                f"{owner}: expected 1 to {MAX_CHOICE_OPTIONS} options, got {count}; split the question"
+        if not self.MIN_OPTIONS <= count <= self.MAX_OPTIONS:
+            raise _refused(
+                owner,
+                ("criteria",),
+                f"expected {self.MIN_OPTIONS} to {self.MAX_OPTIONS} options, got {count}; "
+                + (
+                    "split the question"
+                    if count > self.MAX_OPTIONS
+                    else "name every option the answer may be"
+                ),
             )
         criteria: dict[str, Any] = {}
         for option, description in self.criteria.items():
             if not isinstance(option, str) or not option.strip():
-                raise InvalidQuestionError(
-                    f"{owner}: expected each option name to be a non-empty string, got {option!r}; "
-                    "name every option"
+                raise _refused(
+                    owner,
+                    ("criteria",),
+                    f"expected each option name to be a non-empty string, got {option!r}; name every option",
                 )
-            _json.text(f"{owner}.criteria[{option!r}]", option)
+            _checked(owner, ("criteria", option), f"criteria[{option!r}]", _json.text, option)
             criteria[option] = _text(
                 owner,
-                f"criteria[{option!r}]",
+                ("criteria", option),
                 description,
+                spelled=f"criteria[{option!r}]",
                 named=f"the description of {option!r}",
                 nullable=True,
             )
         # Frozen, and detached from the caller's values so later edits there change nothing here.
         object.__setattr__(self, "criteria", criteria)
         object.__setattr__(
-            self, "instructions", _text(owner, "instructions", self.instructions, optional=True)
+            self,
+            "instructions",
+            _text(owner, ("instructions",), self.instructions, spelled="instructions", optional=True),
         )
 
     @property
@@ -111,36 +166,54 @@ class Choice:
 class Noul:
     """A yes/no question; the answer is the probability of yes (``NoulAnswer.noul``, in [0, 1]).
 
-    ``criteria`` says what each answer means: ``{"true": ..., "false": ...}`` as the API takes it, or one
-    text shown with the question.
+    ``instructions`` may be left out. ``criteria`` says what the answers mean: ``{"true": ..., "false":
+    ...}`` or one side alone, as the API takes them, or one text shown with the question.
     """
 
-    instructions: Text
+    instructions: Text | None = None
     criteria: str | Mapping[str, Text | None] | None = None
+
+    type: ClassVar[QuestionType] = "noul"
+    #: The sides criteria may name, in the order they are shown.
+    SIDES: ClassVar[tuple[str, str]] = ("true", "false")
+    DEFAULT_INSTRUCTIONS: ClassVar[str] = "Is this true of the state?"
 
     def __post_init__(self) -> None:
         owner = _owner(self)
-        object.__setattr__(self, "instructions", _text(owner, "instructions", self.instructions))
+        object.__setattr__(
+            self,
+            "instructions",
+            _text(owner, ("instructions",), self.instructions, spelled="instructions", optional=True),
+        )
         criteria = self.criteria
         if isinstance(criteria, Mapping):
-            if sorted(criteria, key=repr) != sorted(NOUL_CRITERIA_KEYS, key=repr):
-                raise InvalidQuestionError(
-                    f"{owner}: expected criteria keys to be exactly 'true' and 'false', got "
-                    f"{list(criteria)!r:.80}; pass criteria={{'true': 'what yes means', "
-                    "'false': 'what no means'}"
+            keys = list(criteria)
+            if not keys or any(key not in self.SIDES for key in keys):
+                raise _refused(
+                    owner,
+                    ("criteria",),
+                    f"expected criteria keys to be 'true', 'false' or both, got {keys!r:.80}; pass "
+                    "criteria={'true': 'what yes means', 'false': 'what no means'}, or one side alone",
                 )
             checked = {
-                key: _text(owner, f"criteria[{key!r}]", criteria[key], nullable=True)
-                for key in NOUL_CRITERIA_KEYS
+                key: _text(
+                    owner, ("criteria", key), criteria[key], spelled=f"criteria[{key!r}]", nullable=True
+                )
+                for key in self.SIDES
+                if key in criteria
             }
             object.__setattr__(self, "criteria", checked)
         elif criteria is not None and not isinstance(criteria, str):
-            raise InvalidQuestionError(
-                f"{owner}: expected criteria to be text or {{'true': ..., 'false': ...}}, "
-                f"got {criteria!r:.80}"
+            raise _refused(
+                owner,
+                ("criteria",),
+                f"expected criteria to be text or {{'true': ..., 'false': ...}} (or one side alone), "
+                f"got {criteria!r:.80}",
             )
         else:
-            object.__setattr__(self, "criteria", _text(owner, "criteria", criteria, optional=True))
+            object.__setattr__(
+                self, "criteria", _text(owner, ("criteria",), criteria, spelled="criteria", optional=True)
+            )
 
     @property
     def options(self) -> tuple[str, ...]:
@@ -155,25 +228,36 @@ class Score:
     criteria: Sequence[Text]
     instructions: Text | None = None
 
+    type: ClassVar[QuestionType] = "score"
+    MIN_LEVELS: ClassVar[int] = 2
+    MAX_LEVELS: ClassVar[int] = 10
+    DEFAULT_INSTRUCTIONS: ClassVar[str] = "Which level fits the state best?"
+
     def __post_init__(self) -> None:
         owner = _owner(self)
         if isinstance(self.criteria, str | bytes) or not isinstance(self.criteria, Sequence):
-            raise InvalidQuestionError(
-                f"{owner}: expected criteria to be a list of level descriptions, got "
-                f"{type(self.criteria).__name__}; pass criteria=['lowest', ..., 'highest']"
+            raise _refused(
+                owner,
+                ("criteria",),
+                f"expected criteria to be a list of level descriptions, got {type(self.criteria).__name__}; "
+                "pass criteria=['lowest', ..., 'highest']",
             )
         count = len(self.criteria)
-        if not MIN_SCORE_LEVELS <= count <= MAX_SCORE_LEVELS:
-            raise InvalidQuestionError(
-                f"{owner}: expected {MIN_SCORE_LEVELS} to {MAX_SCORE_LEVELS} levels, got {count}; "
-                "merge or split levels"
+        if not self.MIN_LEVELS <= count <= self.MAX_LEVELS:
+            raise _refused(
+                owner,
+                ("criteria",),
+                f"expected {self.MIN_LEVELS} to {self.MAX_LEVELS} levels, got {count}; merge or split levels",
             )
         levels = tuple(
-            _text(owner, f"criteria[{i}]", level, named=f"level {i}") for i, level in enumerate(self.criteria)
+            _text(owner, ("criteria", i), level, spelled=f"criteria[{i}]", named=f"level {i}")
+            for i, level in enumerate(self.criteria)
         )
         object.__setattr__(self, "criteria", levels)
         object.__setattr__(
-            self, "instructions", _text(owner, "instructions", self.instructions, optional=True)
+            self,
+            "instructions",
+            _text(owner, ("instructions",), self.instructions, spelled="instructions", optional=True),
         )
 
     @property
@@ -182,29 +266,46 @@ class Score:
 
 
 Question: TypeAlias = Choice | Noul | Score
-_TYPES: dict[str, type[Choice] | type[Noul] | type[Score]] = {"choice": Choice, "noul": Noul, "score": Score}
+#: Each type by the name the API gives it.
+TYPES: dict[str, type[Choice] | type[Noul] | type[Score]] = {cls.type: cls for cls in (Choice, Noul, Score)}
 
 
-def as_question(qid: str, value: object) -> Question:
-    """A question object, or a plain mapping ``{"type": "choice" | "noul" | "score", ...fields}``."""
+def as_question(qid: str, value: object, *, api_only: bool = False) -> Question:
+    """A question object, or a plain mapping ``{"type": "choice" | "noul" | "score", ...fields}``.
+
+    ``api_only``: take only the API's own shapes, as the gateway does (a noul's criteria as one text is
+    this client's addition, for questions asked through it)."""
     if isinstance(value, Choice | Noul | Score):
         return value
+    where = _Owner(f"questions[{qid!r}]", ("questions", qid))
     if not isinstance(value, Mapping):
-        raise InvalidQuestionError(
-            f"question {qid!r}: expected Choice, Noul, Score or a mapping with a 'type', "
-            f"got {type(value).__name__}"
+        raise _refused(
+            where,
+            (),
+            f"expected Choice, Noul, Score or a mapping with a 'type', got {type(value).__name__}",
         )
     fields: dict[str, Any] = dict(value)
     kind = fields.pop("type", None)
-    if kind not in _TYPES:
-        raise InvalidQuestionError(
-            f"question {qid!r}: expected 'type' to be one of {sorted(_TYPES)}, got {kind!r}"
+    if kind not in TYPES:
+        raise _refused(where, ("type",), f"expected 'type' to be one of {sorted(TYPES)}, got {kind!r}")
+    cls = TYPES[str(kind)]
+    unknown = sorted(set(fields) - {"criteria", "instructions"}, key=str)
+    if unknown:
+        raise _refused(
+            where,
+            (str(unknown[0]),),
+            f"expected only 'instructions' and 'criteria' besides 'type', got {unknown!r:.80}",
         )
-    cls = _TYPES[str(kind)]
-    named = _OWNER.set(f"questions[{qid!r}]")
+    if cls is not Noul and fields.get("criteria") is None:
+        raise _refused(where, ("criteria",), f"field required: a {kind} question's criteria, got none")
+    if api_only and cls is Noul and isinstance(fields.get("criteria"), str):
+        raise _refused(
+            where,
+            ("criteria",),
+            "expected criteria to be {'true': ..., 'false': ...}, one side alone, or null, got text",
+        )
+    named = _OWNER.set(where)
     try:
         return cls(**fields)
-    except TypeError as exc:
-        raise InvalidQuestionError(f"question {qid!r}: {cls.__name__} fields do not fit: {exc}") from None
     finally:
         _OWNER.reset(named)

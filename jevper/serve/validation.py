@@ -12,9 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jevper import InvalidQuestionError
-from jevper.questions import MAX_CHOICE_OPTIONS, MAX_SCORE_LEVELS, MIN_SCORE_LEVELS, Question, as_question
-
-TYPES = ("choice", "noul", "score")
+from jevper.questions import Question, as_question
 
 
 @dataclass(frozen=True)
@@ -62,44 +60,13 @@ def parse(raw: bytes) -> Asked:
             Problem(("questions",), f"expected an object of 1 or more questions by id, got {shown}")
         )
         questions = {}
-    for qid, question in questions.items():
-        problems += _question(str(qid), question)
-    if problems:
-        raise Invalid(problems)
     parsed: dict[str, Question] = {}
     for qid, question in questions.items():
+        # The questions' rules are jevper.questions' own; a refusal names where it sits.
         try:
-            parsed[str(qid)] = as_question(str(qid), question)
+            parsed[str(qid)] = as_question(str(qid), question, api_only=True)
         except InvalidQuestionError as exc:
-            problems.append(Problem(("questions", str(qid)), str(exc)))
+            problems.append(Problem(exc.loc or ("questions", str(qid)), exc.problem))
     if problems:
         raise Invalid(problems)
     return Asked(body["state"], parsed, bool(body.get("images")) or bool(body.get("assets")))
-
-
-def _question(qid: str, question: object) -> list[Problem]:
-    at: tuple[str | int, ...] = ("questions", qid)
-    if not isinstance(question, Mapping):
-        return [Problem(at, f"expected an object with a type, got {type(question).__name__}")]
-    kind = question.get("type")
-    if kind not in TYPES:
-        return [Problem((*at, "type"), f"expected one of {list(TYPES)}, got {kind!r}")]
-    criteria = question.get("criteria")
-    where = (*at, "criteria")
-    if kind == "choice":
-        if not isinstance(criteria, Mapping) or not 1 <= len(criteria) <= MAX_CHOICE_OPTIONS:
-            count = len(criteria) if isinstance(criteria, Mapping) else type(criteria).__name__
-            return [Problem(where, f"expected an object of 1 to {MAX_CHOICE_OPTIONS} options, got {count}")]
-    elif kind == "score":
-        if not isinstance(criteria, list) or not MIN_SCORE_LEVELS <= len(criteria) <= MAX_SCORE_LEVELS:
-            count = len(criteria) if isinstance(criteria, list) else type(criteria).__name__
-            return [
-                Problem(
-                    where,
-                    f"expected a list of {MIN_SCORE_LEVELS} to {MAX_SCORE_LEVELS} levels, lowest first, "
-                    f"got {count}",
-                )
-            ]
-    elif criteria is not None and (not isinstance(criteria, Mapping) or set(criteria) - {"true", "false"}):
-        return [Problem(where, "expected an object with the keys true and false, or no criteria")]
-    return []

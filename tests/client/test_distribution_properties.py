@@ -29,7 +29,7 @@ def test_a_score_lies_within_its_levels_and_its_probabilities_sum_to_one(raw_wei
 
 @given(
     st.lists(st.floats(min_value=-30.0, max_value=0.0), min_size=2, max_size=20),
-    st.integers(min_value=1, max_value=26),
+    st.integers(min_value=Choice.MIN_OPTIONS, max_value=26),
 )
 def test_a_label_readout_spreads_all_its_mass_over_exactly_the_options(
     logprobs: list[float], width: int

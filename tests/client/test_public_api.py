@@ -53,9 +53,10 @@ def test_the_error_tree_is_drawn_in_the_errors_module_docstring() -> None:
 @pytest.mark.parametrize(
     ("build", "words"),
     [
-        (lambda: Choice(criteria={}), "expected 1 to 255 options, got 0"),
+        (lambda: Choice(criteria={}), "expected 2 to 255 options, got 0"),
+        (lambda: Choice(criteria={"a": "x"}), "expected 2 to 255 options, got 1"),
         (lambda: Choice(criteria={f"o{i}": "x" for i in range(256)}), "got 256"),
-        (lambda: Choice(criteria={"a": ""}), "description of 'a'"),
+        (lambda: Choice(criteria={"a": "", "b": None}), "description of 'a'"),
         (lambda: Choice(criteria=["a", "b"]), "expected criteria to be a mapping"),  # type: ignore[arg-type]
         (lambda: Score(["only one"]), "expected 2 to 10 levels, got 1"),
         (lambda: Score([str(i) for i in range(11)]), "got 11"),

@@ -114,7 +114,7 @@ def test_a_gateway_without_keys_asks_for_none(upstream: FaultServer) -> None:
         (
             {"state": STATE, "questions": {"q": {"type": "choice", "criteria": {}}}},
             ["body", "questions", "q", "criteria"],
-            "1 to 255 options, got 0",
+            "2 to 255 options, got 0",
         ),
         (
             {
@@ -140,7 +140,7 @@ def test_a_gateway_without_keys_asks_for_none(upstream: FaultServer) -> None:
                 "questions": {"q": {"type": "noul", "instructions": "x?", "criteria": {"maybe": ""}}},
             },
             ["body", "questions", "q", "criteria"],
-            "true and false",
+            "'true', 'false' or both",
         ),
         (
             {"state": STATE, "questions": {"q": {"type": "score", "criteria": {"0": "a"}}}},
@@ -369,3 +369,42 @@ def test_an_unexpected_error_is_a_json_500_naming_the_request_it_was_logged_unde
     assert len(logged) == 1
     assert logged[0].exc_info is not None and "an error nobody anticipated" in str(logged[0].exc_info[1])
     assert "POST /v1/systemone 500" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        {"type": "choice", "criteria": {"only": None}},
+        {"type": "choice", "criteria": {"a": 3, "b": None}},
+        {"type": "score", "criteria": ["low", ""]},
+        {"type": "noul", "criteria": {"true": "a", "maybe": "b"}},
+        {"type": "noul", "criteria": "one text"},
+        {"type": "noul", "instructions": [], "criteria": None},
+        {"type": "rank"},
+    ],
+)
+def test_the_gateways_422_is_the_question_rules_own_refusal_where_it_sits(
+    app: TestClient, question: dict[str, Any]
+) -> None:
+    from jevper import InvalidQuestionError
+    from jevper.questions import as_question
+
+    with pytest.raises(InvalidQuestionError) as refused:
+        as_question("q", question, api_only=True)
+    reply = app.post("/v1/systemone", json={"state": STATE, "questions": {"q": question}}, headers=AUTH)
+    assert reply.status_code == 422, reply.text
+    assert reply.json()["detail"] == [
+        {"loc": ["body", *refused.value.loc], "msg": refused.value.problem, "type": "value_error"}
+    ]
+
+
+@pytest.mark.parametrize("criteria", [{"true": "asks for money back"}, {"false": "asks for nothing"}, None])
+def test_a_noul_without_instructions_and_with_one_sided_or_no_criteria_is_answered(
+    app: TestClient, criteria: Any
+) -> None:
+    question: dict[str, Any] = {"type": "noul"}
+    if criteria is not None:
+        question["criteria"] = criteria
+    reply = app.post("/v1/systemone", json={"state": STATE, "questions": {"q": question}}, headers=AUTH)
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["answers"]["q"]["type"] == "noul"
