@@ -121,7 +121,8 @@ def questions_of(path: Path) -> dict[str, Any]:
         try:
             as_questions({qid: question})
         except InvalidQuestionError as exc:
-            raise InvalidQuestionError(f"--questions {path}: questions.{qid}: {exc}") from None
+            where = ".".join(map(str, exc.loc)) or f"questions.{qid}"
+            raise InvalidQuestionError(f"--questions {path}: {where}: {exc.problem}") from None
     return asked
 
 

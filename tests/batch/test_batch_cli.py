@@ -139,7 +139,7 @@ def test_an_existing_output_is_never_overwritten(
         ("id column", "id_column: expected a column 'key'"),
         ("duplicate ids", "expected every id once, got 1 id(s) more than once, e.g. [3]"),
         ("missing id", "expected an id on every row, got none on row 2"),
-        ("questions shape", "questions.topic: question 'topic': expected 'type' to be one of"),
+        ("questions shape", "questions.topic.type: expected 'type' to be one of"),
         ("questions not json", "--questions"),
         ("unreadable input", "expected a JSON object"),
         ("no server", "--server: expected at least one server"),
