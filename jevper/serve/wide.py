@@ -37,9 +37,14 @@ def groups(question: Choice) -> list[list[str]]:
     options = list(question.options)
     count = -(-len(options) // GROUP_OPTIONS)  # as few groups as the width allows, of even sizes
     while True:
-        size = -(-len(options) // count)
-        split = [options[i : i + size] for i in range(0, len(options), size)]
-        if all(_chars(question, g) <= GROUP_CHARS for g in split) or size == 1:
+        base, extra = divmod(len(options), count)
+        sizes = [base + 1] * extra + [base] * (count - extra)  # sizes differ by one at most
+        starts = [sum(sizes[:k]) for k in range(count)]
+        split = [options[start : start + size] for start, size in zip(starts, sizes, strict=True)]
+        size = max(sizes)
+        # Groups of two at least, so each round leaves fewer options than it was given (a group of one
+        # only where the count is odd; it is not asked).
+        if all(_chars(question, g) <= GROUP_CHARS for g in split) or size <= 2:
             return split
         count += 1
 
@@ -70,22 +75,31 @@ async def answer_wide(question: Choice, ask: Ask, spent: _Spent) -> ChoiceAnswer
     """One wide question, in rounds; each round's groups are asked together (they share the pool)."""
     split = groups(question)
     if len(split) == 1:
-        response = await ask({"q": question})
+        alone = await ask({"q": question})
+        spent.add(alone.usage)
+        return _choice(alone.answers["q"])
+    # A group of one option (a very long description) is not asked: it holds all of its group's mass.
+    asked = {str(i): _sub(question, g) for i, g in enumerate(split) if len(g) > 1}
+    response: SystemOneResponse | None = await ask(asked) if asked else None
+    if response is not None:
         spent.add(response.usage)
-        answer = response.answers["q"]
-        assert isinstance(answer, ChoiceAnswer)
-        return answer
-    response = await ask({str(i): _sub(question, g) for i, g in enumerate(split)})
-    spent.add(response.usage)
-    within = [_choice(response.answers[str(i)]) for i in range(len(split))]
-    winners = [a.choice for a in within]
+    within: list[dict[str, float]] = []
+    for i, group in enumerate(split):
+        if len(group) == 1:
+            within.append({group[0]: 1.0})
+        else:
+            assert response is not None
+            answered = _choice(response.answers[str(i)])
+            total = sum(answered.probabilities.values())
+            within.append({o: p / total for o, p in answered.probabilities.items()})
+    winners = [max(w, key=lambda o: w[o]) for w in within]
     final = await answer_wide(_sub(question, winners), ask, spent)
     mass = final.probabilities
     total = sum(mass.values())
     combined = {
-        option: mass[group.choice] / total * p
-        for group in within
-        for option, p in group.probabilities.items()
+        option: mass[winner] / total * p
+        for winner, group in zip(winners, within, strict=True)
+        for option, p in group.items()
     }
     best = max(combined, key=lambda o: combined[o])
     ordered = {o: combined[o] for o in question.options}
