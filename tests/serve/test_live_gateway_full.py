@@ -54,6 +54,10 @@ def check_suite(server: SpawnedServer, key: str | None, not_here: set[str]) -> N
     run = run_suite(root(server), key=key, timeout=600)
     failed = run.with_status("fail")
     skipped = run.with_status("skip")
+    said = "with" if key else "without"
+    print(f"\njevcompat {run.version} ({said} a key, {run.seconds:.0f} s): {run.counts()}")
+    for requirement in skipped.values():
+        print(f"  not exercised: {requirement.level} {requirement.id}: {requirement.reason}")
     assert run.incomplete == (), run.incomplete
     assert failed == {}, "\n".join(f"{r.id}: {r.findings}" for r in failed.values())
     assert set(skipped) <= not_here, {r.id: r.reason for r in skipped.values()}
