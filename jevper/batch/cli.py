@@ -18,6 +18,7 @@ from typing import Any
 
 from jevper import InvalidQuestionError
 from jevper.batch._core import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, BatchClassifier, Server, as_questions
+from jevper.batch._engine_cli import ENGINES, run_engine
 from jevper.batch._files import Input, format_of
 from jevper.batch._local import DEFAULT_BATCH_ROWS, Stopped, Tally, progress_line, run, summary_line
 from jevper.batch._parts import Parts
@@ -78,6 +79,22 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         default=DEFAULT_MAX_RETRIES,
         help="times a row is asked again on another server after a server failed it",
+    )
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="local",
+        help="where the rows are asked: this process (local, the default), Ray Data (ray: the ray extra) "
+        "or Spark (spark: the spark extra and Java 17+)",
+    )
+    p.add_argument(
+        "--engine-address",
+        metavar="ADDRESS",
+        help="ray: the cluster to join (default RAY_ADDRESS, else a local one); spark: the master "
+        "(default local[2])",
+    )
+    p.add_argument(
+        "--workers", type=int, help="ray: actors (default 1); spark: tasks at once (default: its cores)"
     )
     p.add_argument("--batch-rows", type=int, default=DEFAULT_BATCH_ROWS, help=argparse.SUPPRESS)
     p.add_argument("--resume", action="store_true", help="finish the run that left OUTPUT.parts/")
@@ -204,6 +221,8 @@ def _main(args: argparse.Namespace) -> int:
                 max_retries=args.max_retries,
             )
             classifier.output_schema(checked.schema)
+            if args.engine != "local":
+                return _on_engine(args, asked, classifier)
             if args.batch_rows < 1:
                 raise InvalidQuestionError(
                     f"--batch-rows: expected a positive integer, got {args.batch_rows}"
@@ -212,6 +231,30 @@ def _main(args: argparse.Namespace) -> int:
     except SpawnError as failed:
         print(f"{PROG}: --spawn: {failed}", file=sys.stderr)
         return 3
+
+
+def _on_engine(args: argparse.Namespace, asked: dict[str, Any], classifier: BatchClassifier) -> int:
+    options = {
+        "id_column": args.id_column,
+        "state_column": args.state_column,
+        "keep_columns": args.keep_columns,
+        "concurrency": args.concurrency,
+        **classifier.client_options,
+        "max_retries": args.max_retries,
+    }
+    tally = run_engine(
+        args.engine,
+        args.input,
+        args.output,
+        asked,
+        classifier.servers,
+        resume=args.resume,
+        workers=args.workers,
+        address=args.engine_address,
+        options=options,
+    )
+    print(summary_line(tally, tally.total))
+    return 0 if not tally.errors else 1
 
 
 async def _run(args: argparse.Namespace, classifier: BatchClassifier, source: Input, rows: int) -> int:

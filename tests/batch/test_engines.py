@@ -6,6 +6,7 @@ result."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -209,3 +210,31 @@ def test_a_ray_job_killed_mid_way_and_run_again_asks_only_rows_with_no_committed
     answered = by_id(written)
     assert sorted(answered) == list(range(n))
     assert all(row["error"] is None for row in written)
+
+
+@pytest.mark.parametrize("engine", ["ray", "spark"])
+def test_the_command_line_runs_the_same_input_on_each_engine(
+    engine: str, faults: FaultServer, tmp_path: Path
+) -> None:
+    source, questions = tmp_path / "in.jsonl", tmp_path / "questions.json"
+    states = [f"Ticket {i}: I was charged twice." for i in range(30)]
+    states[4] = ""
+    source.write_text("".join(json.dumps({"id": i, "state": s}) + "\n" for i, s in enumerate(states)))
+    questions.write_text(json.dumps(QUESTION))
+    common = ["--questions", str(questions), "--server", faults.base_url(), "--model", faults.model]
+    common += ["--api", "chat_completions"]
+    outputs = {}
+    for name in ("local", engine):
+        output = tmp_path / f"out-{name}.jsonl"
+        done = subprocess.run(
+            [sys.executable, "-m", "jevper.batch", str(source), str(output), *common, "--engine", name],
+            capture_output=True,
+            text=True,
+            timeout=400,
+            check=False,
+        )
+        assert done.returncode == 1, done.stderr[-2000:]  # one row carries an error
+        assert "30 rows, 29 answered, 1 errors (InvalidQuestionError 1)" in done.stdout
+        outputs[name] = by_id([json.loads(line) for line in output.read_text().splitlines()])
+    assert outputs[engine] == outputs["local"]
+    assert not list(tmp_path.glob("*-parts")) and not list(tmp_path.glob("*-checkpoint"))
