@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import bench_cache
 import bench_client
+import bench_engines
 import bench_gateway
 import bench_probe
 import bench_suite
@@ -27,6 +28,7 @@ BENCHES: dict[str, Callable[[], Section]] = {
     "probe": bench_probe.run,
     "suite": bench_suite.run,
     "gateway": bench_gateway.run,
+    "engines": bench_engines.run,
 }
 
 

@@ -1,0 +1,320 @@
+"""The batch core on Ray Data and Spark, side by side with the local engine and the raw async SDK.
+
+On the instant server (``python -m jevper.testing.faults`` in its own process; every answer at once),
+``JEVPER_BENCH_ENGINE_ROWS`` rows (default 100,000) through: the raw async SDK (the same requests at the
+same concurrency, no jevper), the local engine (``python -m jevper.batch``'s run), Ray Data and Spark,
+each engine's start-up (session, first map) timed apart from its steady rate. Then the anchor: Ray
+Data's own HTTP stage (``ray.data.llm``, a black box in an environment of its own) against jevper's Ray
+class at the same number of actors, on the instant server and on the embedded llama.cpp (-np 4, 120
+rows), beside that server's ceiling (raw concurrent SDK calls).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pyarrow as pa
+import pyarrow.parquet as pq
+from _report import Figure, Section, load_average
+
+from jevper.batch import BatchClassifier
+from jevper.batch._files import Input
+from jevper.batch._local import run as run_local
+from jevper.servers.llamacpp import spawn_llamacpp
+from jevper.servers.process import free_port
+
+ROWS = int(os.environ.get("JEVPER_BENCH_ENGINE_ROWS", "100000"))
+ANCHOR_ROWS = {"instant": 2000, "llama.cpp": 120}
+SLOTS = 16  # requests in flight on the instant server, for every contender
+ACTORS = 2
+QUESTION = {
+    "topic": {"type": "choice", "criteria": {"billing": "a charge or a refund", "other": "anything else"}}
+}
+ANCHOR_ENV = Path.home() / ".cache" / "jevper" / "ray-http-stage"
+ANCHOR_PACKAGES = ("ray[data]==2.60.0", "aiohttp>=3.14.4", "pydantic>=2", "pandas>=2.2.3,<3")
+HERE = Path(__file__).resolve().parent
+
+
+def states(n: int) -> list[str]:
+    return [f"Ticket {i}: I was charged twice for order {i * 7 % 1000}." for i in range(n)]
+
+
+@contextlib.contextmanager
+def instant_server() -> Iterator[str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "jevper.testing.faults", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url + "/models", timeout=1).status_code == 200:
+                    break
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def bodies(url: str, model: str, texts: list[str]) -> list[str]:
+    """The request bodies jevper sends for ``texts`` (recorded from one row, the state substituted)."""
+    sent: list[bytes] = []
+
+    async def keep(request: Any) -> None:
+        sent.append(request.content)
+
+    async def one() -> None:
+        http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [keep]})
+        sdk = openai.AsyncOpenAI(base_url=url, api_key="bench", max_retries=0, http_client=http)
+        from jevper import AsyncSystemOneClient
+
+        client = AsyncSystemOneClient(sdk, model=model, api="chat_completions")
+        await client.system_one(state="PLACEHOLDER-STATE", questions=QUESTION)
+        await sdk.close()
+
+    asyncio.run(one())
+    template = sent[-1].decode()
+    return [template.replace("PLACEHOLDER-STATE", json.dumps(t)[1:-1]) for t in texts]
+
+
+def raw_sdk(url: str, sent: list[str], concurrency: int) -> float:
+    """Rows/s of the same bodies through AsyncOpenAI at ``concurrency``, no jevper."""
+
+    async def go() -> float:
+        sdk = openai.AsyncOpenAI(base_url=url, api_key="bench", max_retries=0)
+        gate = asyncio.Semaphore(concurrency)
+
+        async def post(body: str) -> None:
+            async with gate:
+                await sdk.chat.completions.create(**json.loads(body))
+
+        started = time.perf_counter()
+        await asyncio.gather(*(post(b) for b in sent))
+        wall = time.perf_counter() - started
+        await sdk.close()
+        return len(sent) / wall
+
+    return asyncio.run(go())
+
+
+def local_engine(url: str, model: str, source: Path, out: Path, slots: int) -> float:
+    classifier = BatchClassifier(
+        QUESTION, [{"base_url": url, "model": model, "slots": slots}], api="chat_completions"
+    )
+    started = time.perf_counter()
+    asyncio.run(run_local(classifier, Input(source), out))
+    return pq.read_metadata(out).num_rows / (time.perf_counter() - started)
+
+
+def on_ray(url: str, model: str, source: Path, out: Path, actors: int, slots: int) -> dict[str, float]:
+    import ray
+
+    from jevper.batch import ray as jray
+
+    started = time.perf_counter()
+    jray.init(num_cpus=4, object_store_memory=512 * 1024 * 1024)
+    start_s = time.perf_counter() - started
+    servers = [{"base_url": url, "model": model, "slots": slots}]
+    warm = ray.data.from_arrow(pa.table({"id": list(range(8)), "state": states(8)}))
+    t = time.perf_counter()
+    jray.classify_dataset(warm, QUESTION, servers, actors=actors, api="chat_completions").materialize()
+    first_s = time.perf_counter() - t
+    t = time.perf_counter()
+    dataset = jray.classify_dataset(
+        ray.data.read_parquet(str(source)), QUESTION, servers, actors=actors, api="chat_completions"
+    )
+    dataset.write_parquet(str(out))
+    wall = time.perf_counter() - t
+    rows = sum(pq.read_metadata(p).num_rows for p in out.glob("*.parquet"))
+    return {"start_s": start_s, "first_map_s": first_s, "rows_per_s": rows / wall, "rows": rows}
+
+
+def on_spark(url: str, model: str, source: Path, out: Path, slots: int) -> dict[str, float]:
+    from jevper.batch import spark as jspark
+
+    started = time.perf_counter()
+    session = jspark.session("local[2]")
+    start_s = time.perf_counter() - started
+    servers = [{"base_url": url, "model": model, "slots": slots}]
+    t = time.perf_counter()
+    warm = session.createDataFrame([(i, s) for i, s in enumerate(states(8))], "id long, state string")
+    jspark.classify_dataframe(warm, QUESTION, servers, api="chat_completions").collect()
+    first_s = time.perf_counter() - t
+    t = time.perf_counter()
+    frame = session.read.parquet(str(source)).repartition(2)
+    jspark.classify_dataframe(frame, QUESTION, servers, api="chat_completions").write.parquet(str(out))
+    wall = time.perf_counter() - t
+    rows = sum(pq.read_metadata(p).num_rows for p in out.glob("*.parquet"))
+    session.stop()
+    return {"start_s": start_s, "first_map_s": first_s, "rows_per_s": rows / wall, "rows": rows}
+
+
+def anchor_env() -> Path:
+    """Ray's HTTP stage lives in an environment of its own (built once, ~2 min with a warm pip cache)."""
+    python = ANCHOR_ENV / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(ANCHOR_ENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *ANCHOR_PACKAGES], check=True)
+    return python
+
+
+def http_stage(url: str, sent: list[str], actors: int, folder: Path) -> dict[str, float]:
+    path = folder / f"bodies-{len(sent)}.jsonl"
+    path.write_text("\n".join(sent) + "\n")
+    done = subprocess.run(
+        [
+            str(anchor_env()),
+            str(HERE / "_ray_http_stage.py"),
+            url + "/chat/completions",
+            str(path),
+            str(actors),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def jevper_ray_class(url: str, model: str, texts: list[str], actors: int, slots: int) -> float:
+    import ray
+
+    from jevper.batch import ray as jray
+
+    jray.init(num_cpus=4, object_store_memory=512 * 1024 * 1024)
+    table = pa.table({"id": list(range(len(texts))), "state": texts})
+    servers = [{"base_url": url, "model": model, "slots": slots}]
+    t = time.perf_counter()
+    jray.classify_dataset(
+        ray.data.from_arrow(table), QUESTION, servers, actors=actors, block_rows=64, api="chat_completions"
+    ).materialize()
+    return len(texts) / (time.perf_counter() - t)
+
+
+def run() -> Section:
+    figures: list[Figure] = []
+    notes: list[str] = []
+    load = load_average
+    with tempfile.TemporaryDirectory() as tmp, instant_server() as url:
+        folder = Path(tmp)
+        source = folder / "rows.parquet"
+        pq.write_table(
+            pa.table({"id": list(range(ROWS)), "state": states(ROWS)}), source, row_group_size=8192
+        )
+        sent = bodies(url, "fault-model", states(ROWS))
+        raw = raw_sdk(url, sent, SLOTS)
+        local = local_engine(url, "fault-model", source, folder / "local.parquet", SLOTS)
+        ray_figures = on_ray(url, "fault-model", source, folder / "ray", ACTORS, SLOTS)
+        jevper_instant = jevper_ray_class(url, "fault-model", states(ANCHOR_ROWS["instant"]), 1, SLOTS)
+        import ray
+
+        ray.shutdown()
+        spark_figures = on_spark(url, "fault-model", source, folder / "spark", SLOTS)
+        stage_instant = http_stage(url, sent[: ANCHOR_ROWS["instant"]], 1, folder)
+        figures += [
+            Figure(f"raw async SDK, instant server, {ROWS} rows", raw, "rows/s", "", None, load()),
+            Figure(
+                "local engine / raw SDK",
+                local / raw,
+                "x",
+                ">= 0.9 (issue 19)",
+                local / raw >= 0.9,
+                load(),
+                f"{local:.0f} rows/s",
+            ),
+            Figure(
+                "Ray Data / local engine (steady)",
+                ray_figures["rows_per_s"] / local,
+                "x",
+                ">= 0.8",
+                ray_figures["rows_per_s"] / local >= 0.8,
+                load(),
+                f"{ray_figures['rows_per_s']:.0f} rows/s, {ACTORS} actors; ray.init "
+                f"{ray_figures['start_s']:.1f} s, first map {ray_figures['first_map_s']:.1f} s",
+            ),
+            Figure(
+                "Spark / local engine (steady)",
+                spark_figures["rows_per_s"] / local,
+                "x",
+                ">= 0.8",
+                spark_figures["rows_per_s"] / local >= 0.8,
+                load(),
+                f"{spark_figures['rows_per_s']:.0f} rows/s, local[2]; session "
+                f"{spark_figures['start_s']:.1f} s, first job {spark_figures['first_map_s']:.1f} s",
+            ),
+            Figure(
+                "jevper's Ray class / Ray's HTTP stage, 1 actor, instant server",
+                jevper_instant / stage_instant["rows_per_s"],
+                "x",
+                ">= 3",
+                jevper_instant / stage_instant["rows_per_s"] >= 3,
+                load(),
+                f"{jevper_instant:.0f} vs {stage_instant['rows_per_s']:.0f} rows/s over "
+                f"{ANCHOR_ROWS['instant']} rows",
+            ),
+        ]
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        spawn_llamacpp(extra_args=("--ctx-size", "8192", "-np", "4", "--jinja")) as llama,
+    ):
+        folder = Path(tmp)
+        texts = states(ANCHOR_ROWS["llama.cpp"])
+        sent = bodies(llama.base_url, llama.model, texts)
+        ceiling = raw_sdk(llama.base_url, sent, 4)
+        ours = jevper_ray_class(llama.base_url, llama.model, texts, 1, 4)
+        import ray
+
+        ray.shutdown()
+        theirs = http_stage(llama.base_url, sent, 1, folder)
+        figures += [
+            Figure(
+                "llama.cpp ceiling (raw concurrent SDK, 4 in flight)", ceiling, "rows/s", "", None, load()
+            ),
+            Figure(
+                "jevper's Ray class / Ray's HTTP stage, 1 actor, llama.cpp",
+                ours / theirs["rows_per_s"],
+                "x",
+                ">= 1",
+                ours / theirs["rows_per_s"] >= 1,
+                load(),
+                f"{ours:.1f} vs {theirs['rows_per_s']:.1f} rows/s; {ours / ceiling:.2f} and "
+                f"{theirs['rows_per_s'] / ceiling:.2f} of the ceiling",
+            ),
+        ]
+        notes.append(
+            f"HTTP stage start-up: ray.init {theirs['start_s']:.1f} s, "
+            f"first map {theirs['first_map_s']:.1f} s."
+        )
+    return Section(
+        key="engines",
+        title="Batch engines: Ray Data and Spark",
+        command="scripts/bench engines",
+        figures=figures,
+        notes=notes,
+    )
+
+
+if __name__ == "__main__":
+    section = run()
+    for figure in section.figures:
+        print(f"{figure.name}: {figure.shown()} (target {figure.target or '-'}) {figure.detail}")
+    for note in section.notes:
+        print(note)
