@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -143,7 +144,33 @@ def on_ray(url: str, model: str, source: Path, out: Path, actors: int, slots: in
     dataset.write_parquet(str(out))
     wall = time.perf_counter() - t
     rows = sum(pq.read_metadata(p).num_rows for p in out.glob("*.parquet"))
-    return {"start_s": start_s, "first_map_s": first_s, "rows_per_s": rows / wall, "rows": rows}
+    workers = ray_workers_peak_mb()
+    return {
+        "start_s": start_s,
+        "first_map_s": first_s,
+        "rows_per_s": rows / wall,
+        "rows": rows,
+        "wall_s": wall,
+        "driver_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "worker_peak_mb": max(workers, default=0.0),
+        "workers": len(workers),
+    }
+
+
+def ray_workers_peak_mb() -> list[float]:
+    """Each live Ray worker's peak resident memory (VmHWM), in MiB."""
+    peaks = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        if command.startswith(b"ray::"):
+            for line in status.splitlines():
+                if line.startswith("VmHWM:"):
+                    peaks.append(int(line.split()[1]) / 1024)
+    return peaks
 
 
 def on_spark(url: str, model: str, source: Path, out: Path, slots: int) -> dict[str, float]:
@@ -248,7 +275,10 @@ def run() -> Section:
                 ray_figures["rows_per_s"] / local >= 0.8,
                 load(),
                 f"{ray_figures['rows_per_s']:.0f} rows/s, {ACTORS} actors; ray.init "
-                f"{ray_figures['start_s']:.1f} s, first map {ray_figures['first_map_s']:.1f} s",
+                f"{ray_figures['start_s']:.1f} s, first map {ray_figures['first_map_s']:.1f} s; "
+                f"{ray_figures['rows']} rows in {ray_figures['wall_s']:.1f} s, driver peak "
+                f"{ray_figures['driver_peak_mb']:.0f} MiB, largest worker peak "
+                f"{ray_figures['worker_peak_mb']:.0f} MiB of {ray_figures['workers']} workers",
             ),
             Figure(
                 "Spark / local engine (steady)",
