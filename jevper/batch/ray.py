@@ -19,7 +19,7 @@ import ray
 import ray.data
 from ray.data.checkpoint import CheckpointConfig
 
-from jevper._errors import InvalidQuestionError
+from jevper import InvalidQuestionError
 from jevper.batch._core import BatchClassifier, ServerSpec
 from jevper.batch._share import shared
 

@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
-from jevper._errors import InvalidQuestionError
+from jevper import InvalidQuestionError
 from jevper.batch._core import BatchClassifier, ServerSpec
 from jevper.batch._share import shared
 
