@@ -37,8 +37,12 @@ def session(master: str | None = None, *, app_name: str = "jevper-batch", **conf
     pyarrow or jevper)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(master or DEFAULT_MASTER).appName(app_name)
+    master = master or DEFAULT_MASTER
+    builder = SparkSession.builder.master(master).appName(app_name)
+    # In local mode the driver and its workers talk on loopback only.
+    here = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
     settings = {
+        **(here if master.startswith("local") else {}),
         "spark.sql.execution.arrow.maxRecordsPerBatch": str(ROWS_PER_BATCH),
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "4",

@@ -20,7 +20,12 @@ def main() -> None:
     import ray.data
     from ray.data.llm import HttpRequestProcessorConfig, build_processor
 
-    ray.init(num_cpus=4, object_store_memory=256 * 1024 * 1024, include_dashboard=False)
+    ray.init(
+        num_cpus=4,
+        object_store_memory=256 * 1024 * 1024,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+    )
     start_s = time.perf_counter() - started
     config = HttpRequestProcessorConfig(url=url, concurrency=actors, batch_size=64, qps=None)
     processor = build_processor(
