@@ -80,9 +80,10 @@ def kill_session(sid: int) -> int:
     return killed
 
 
-def tasks_served(log: Path) -> int:
-    """Requests a llama.cpp server has finished, from its log."""
+def tasks_served(pid: int) -> int:
+    """Requests a llama.cpp server has taken up, from its log, read through the process's own stdout
+    (a log file removed by a rotation is still read this way)."""
     try:
-        return log.read_text(errors="replace").count("prompt eval time")
+        return Path(f"/proc/{pid}/fd/1").read_text(errors="replace").count("processing task")
     except OSError:
         return 0

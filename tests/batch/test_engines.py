@@ -148,7 +148,7 @@ def test_a_server_sigkilled_mid_job_loses_no_row(
     port = int(victim.base_url.rsplit(":", 1)[1].split("/")[0])
     pid = listening_pid(port)
     deadline = time.monotonic() + 300
-    while tasks_served(victim.log_path) < 3 and running.is_alive() and time.monotonic() < deadline:
+    while tasks_served(pid) < 3 and running.is_alive() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert running.is_alive(), "the job ended before the server was killed"
     os.kill(pid, signal.SIGKILL)
