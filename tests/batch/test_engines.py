@@ -36,6 +36,8 @@ pytestmark = pytest.mark.live
 
 SLOTS = 2
 LLAMA_ARGS = ("--ctx-size", "4096", "-np", str(SLOTS), "--jinja")
+#: Seconds per request: a loaded two-core machine took over the default 60 for some (local runs here).
+TIMEOUT = 300.0
 #: Measured: the same 200 rows through the local engine twice on one llama.cpp server differed by at most
 #: this in any probability (requests batched into different slots); across engines it is the same noise.
 NOISE = 1e-6
@@ -92,8 +94,11 @@ def test_the_same_200_rows_give_the_same_answers_on_the_local_engine_ray_and_spa
 ) -> None:
     table = rows(200)
     servers = [server_of(llama)]
-    local = by_id(asyncio.run(BatchClassifier(QUESTION, servers).classify(table)))
-    on_engines = {"ray": by_id(on_ray(table, servers)), "spark": by_id(on_spark(spark, table, servers))}
+    local = by_id(asyncio.run(BatchClassifier(QUESTION, servers, timeout=TIMEOUT).classify(table)))
+    on_engines = {
+        "ray": by_id(on_ray(table, servers, timeout=TIMEOUT)),
+        "spark": by_id(on_spark(spark, table, servers, timeout=TIMEOUT)),
+    }
     assert all(row["error"] is None for row in local.values()), [r["error"] for r in local.values()][:3]
     for engine, answered in on_engines.items():
         assert sorted(answered) == list(range(200)), engine
@@ -138,10 +143,10 @@ def test_a_server_sigkilled_mid_job_loses_no_row(
     job: Callable[[], Any]
     if engine == "ray":
         request.getfixturevalue("ray_local")
-        job = lambda: on_ray(table, servers).to_pylist()  # noqa: E731
+        job = lambda: on_ray(table, servers, timeout=TIMEOUT).to_pylist()  # noqa: E731
     else:
         session = request.getfixturevalue("spark")
-        job = lambda: on_spark(session, table, servers)  # noqa: E731
+        job = lambda: on_spark(session, table, servers, timeout=TIMEOUT)  # noqa: E731
     outcome: list[Any] = []
     running = threading.Thread(target=lambda: outcome.append(job()))
     running.start()
