@@ -38,8 +38,8 @@ SLOTS = 2
 LLAMA_ARGS = ("--ctx-size", "4096", "-np", str(SLOTS), "--jinja")
 #: Seconds per request: a loaded two-core machine took over the default 60 for some (local runs here).
 TIMEOUT = 300.0
-#: Measured: the same 200 rows through the local engine twice on one llama.cpp server differed by at most
-#: this in any probability (requests batched into different slots); across engines it is the same noise.
+#: Probabilities of two runs of the same rows agree to this, or to twice the server's own run-to-run
+#: difference measured in the test (the same rows asked one at a time instead of two at once).
 NOISE = 1e-6
 
 
@@ -95,20 +95,33 @@ def test_the_same_200_rows_give_the_same_answers_on_the_local_engine_ray_and_spa
     table = rows(200)
     servers = [server_of(llama)]
     local = by_id(asyncio.run(BatchClassifier(QUESTION, servers, timeout=TIMEOUT).classify(table)))
+    assert all(row["error"] is None for row in local.values()), [r["error"] for r in local.values()][:3]
+    # The server's own noise: the first 100 rows again, one at a time (no two requests batched).
+    alone = [{**servers[0], "slots": 1}]
+    again = by_id(
+        asyncio.run(BatchClassifier(QUESTION, alone, timeout=TIMEOUT).classify(table.slice(0, 100)))
+    )
+    noise = max(difference(again[i], local[i]) for i in again)
+    tolerance = max(NOISE, 2 * noise)
+    print(f"llama.cpp run-to-run noise in a probability: {noise:.3g}; tolerance {tolerance:.3g}")
     on_engines = {
         "ray": by_id(on_ray(table, servers, timeout=TIMEOUT)),
         "spark": by_id(on_spark(spark, table, servers, timeout=TIMEOUT)),
     }
-    assert all(row["error"] is None for row in local.values()), [r["error"] for r in local.values()][:3]
     for engine, answered in on_engines.items():
         assert sorted(answered) == list(range(200)), engine
         for i, row in answered.items():
             assert row["error"] is None, (engine, i, row["error"])
-            mine, theirs = row["topic"], local[i]["topic"]
-            assert mine["choice"] == theirs["choice"], (engine, i)
-            ours, reference = probabilities(mine), probabilities(theirs)
-            assert ours.keys() == reference.keys()
-            assert max(abs(ours[k] - reference[k]) for k in ours) <= NOISE, (engine, i, ours, reference)
+            assert difference(row, local[i]) <= tolerance, (engine, i, row["topic"], local[i]["topic"])
+
+
+def difference(row: dict[str, Any], reference: dict[str, Any]) -> float:
+    """The largest difference in a probability of two answers with the same choice (fails otherwise)."""
+    mine, theirs = row["topic"], reference["topic"]
+    assert mine["choice"] == theirs["choice"], (mine, theirs)
+    ours, expected = probabilities(mine), probabilities(theirs)
+    assert ours.keys() == expected.keys()
+    return max(abs(ours[k] - expected[k]) for k in ours)
 
 
 @pytest.mark.parametrize("engine", ["ray", "spark"])
