@@ -89,6 +89,7 @@ def on_spark(session: Any, table: pa.Table, servers: list[dict[str, Any]], **opt
     ]
 
 
+@pytest.mark.engines
 def test_the_same_200_rows_give_the_same_answers_on_the_local_engine_ray_and_spark(
     llama: SpawnedServer, ray_local: None, spark: Any
 ) -> None:
@@ -147,6 +148,7 @@ def test_a_row_with_a_bad_state_carries_its_error_while_the_job_completes(
     assert all(row["topic"]["choice"] for i, row in answered.items() if i not in failed)
 
 
+@pytest.mark.engines
 @pytest.mark.parametrize("engine", ["ray", "spark"])
 def test_a_server_sigkilled_mid_job_loses_no_row(
     engine: str, llama: SpawnedServer, victim: SpawnedServer, request: pytest.FixtureRequest
@@ -230,6 +232,7 @@ def test_a_ray_job_killed_mid_way_and_run_again_asks_only_rows_with_no_committed
     assert all(row["error"] is None for row in written)
 
 
+@pytest.mark.engines
 @pytest.mark.parametrize("engine", ["ray", "spark"])
 def test_the_command_line_runs_the_same_input_on_each_engine(
     engine: str, faults: FaultServer, tmp_path: Path

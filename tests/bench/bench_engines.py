@@ -38,6 +38,7 @@ from jevper.servers.process import free_port
 
 ROWS = int(os.environ.get("JEVPER_BENCH_ENGINE_ROWS", "100000"))
 ANCHOR_ROWS = {"instant": 2000, "llama.cpp": 120}
+TIMEOUT = 600.0  # seconds per request: a loaded machine's llama.cpp took over 60
 SLOTS = 16  # requests in flight on the instant server, for every contender
 ACTORS = 2
 QUESTION = {
@@ -86,7 +87,7 @@ def bodies(url: str, model: str, texts: list[str]) -> list[str]:
         sdk = openai.AsyncOpenAI(base_url=url, api_key="bench", max_retries=0, http_client=http)
         from jevper import AsyncSystemOneClient
 
-        client = AsyncSystemOneClient(sdk, model=model, api="chat_completions")
+        client = AsyncSystemOneClient(sdk, model=model, api="chat_completions", timeout=TIMEOUT)
         await client.system_one(state="PLACEHOLDER-STATE", questions=QUESTION)
         await sdk.close()
 
@@ -99,7 +100,7 @@ def raw_sdk(url: str, sent: list[str], concurrency: int) -> float:
     """Rows/s of the same bodies through AsyncOpenAI at ``concurrency``, no jevper."""
 
     async def go() -> float:
-        sdk = openai.AsyncOpenAI(base_url=url, api_key="bench", max_retries=0)
+        sdk = openai.AsyncOpenAI(base_url=url, api_key="bench", max_retries=0, timeout=TIMEOUT)
         gate = asyncio.Semaphore(concurrency)
 
         async def post(body: str) -> None:
@@ -231,7 +232,13 @@ def jevper_ray_class(url: str, model: str, texts: list[str], actors: int, slots:
     servers = [{"base_url": url, "model": model, "slots": slots}]
     t = time.perf_counter()
     jray.classify_dataset(
-        ray.data.from_arrow(table), QUESTION, servers, actors=actors, block_rows=64, api="chat_completions"
+        ray.data.from_arrow(table),
+        QUESTION,
+        servers,
+        actors=actors,
+        block_rows=64,
+        api="chat_completions",
+        timeout=TIMEOUT,
     ).materialize()
     return len(texts) / (time.perf_counter() - t)
 
