@@ -199,3 +199,17 @@ def test_the_async_classify_runs_in_the_callers_loop(faults: FaultServer) -> Non
     four, five = asyncio.run(both())
     assert (four.num_rows, five.num_rows) == (4, 5)
     assert four.column("error").null_count + five.column("error").null_count == 9
+
+
+def test_a_pandas_frame_comes_back_as_a_frame_with_the_same_rows(faults: FaultServer) -> None:
+    # pandas is no dependency of the batch extra; the ray and spark extras (in `test`) bring it.
+    pd = pytest.importorskip("pandas", reason="pandas comes with the ray and spark extras")
+    frame = pd.DataFrame({"id": [10, 11], "state": ["a charge", "a crash"]})
+    batcher = classifier(faults, api="systemone")
+    try:
+        out = batcher.classify_pandas(frame)
+    finally:
+        batcher.close()
+    assert list(out["id"]) == [10, 11]
+    assert out["error"].isna().all()
+    assert out["topic"][0]["choice"] == "billing"

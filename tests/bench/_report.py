@@ -22,7 +22,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "artifacts" / "bench" / "results.json"
 REPORT = ROOT / "reports" / "performance.md"
-ORDER = ("client", "throughput", "cache", "probe", "suite", "gateway", "engines")
+ORDER = ("client", "throughput", "cache", "probe", "suite", "gateway", "batch", "engines")
 
 
 def load_average() -> list[float]:

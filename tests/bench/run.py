@@ -7,11 +7,13 @@ last recorded numbers (artifacts/bench/results.json), each with its own date.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import traceback
 from collections.abc import Callable
 
+import bench_batch
 import bench_cache
 import bench_client
 import bench_engines
@@ -28,11 +30,17 @@ BENCHES: dict[str, Callable[[], Section]] = {
     "probe": bench_probe.run,
     "suite": bench_suite.run,
     "gateway": bench_gateway.run,
+    "batch": bench_batch.run,
     "engines": bench_engines.run,
 }
 
 
 def main(argv: list[str]) -> int:
+    if "--rows" in argv:
+        # scripts/bench batch --rows 1000000: the batch benchmark's row count.
+        at = argv.index("--rows")
+        os.environ["JEVPER_BENCH_ROWS"] = str(int(argv[at + 1]))
+        argv = argv[:at] + argv[at + 2 :]
     names = argv or ["all"]
     if names == ["profile"]:
         print(bench_client.profile())
