@@ -99,7 +99,13 @@ async def _overhead(upstream: str, gateway: str) -> tuple[list[float], list[floa
 async def _throughput(upstream: str, gateway: str) -> tuple[float, float]:
     sdk = openai.AsyncOpenAI(base_url=upstream, api_key="bench", max_retries=0)
     direct = AsyncSystemOneClient(
-        sdk, model=MODEL, method="grammar", api="chat_completions", max_concurrency=SLOTS, extra_body=BUDGET
+        sdk,
+        model=MODEL,
+        method="grammar",
+        api="chat_completions",
+        max_concurrency=SLOTS,
+        extra_body=BUDGET,
+        timeout=300,
     )
     batches = [
         {f"r{r}q{q}": _question(r * PER_REQUEST + q) for q in range(PER_REQUEST)} for r in range(REQUESTS)
@@ -191,7 +197,8 @@ async def _round(side: Side, first: int) -> None:
 
 
 def _side_by_side() -> tuple[Side, Side, Side]:
-    gateway_flags = ("--max-in-flight", str(AT_ONCE))
+    # A timeout no loaded machine reaches: a slow answer is counted in the rate, never as a 504.
+    gateway_flags = ("--max-in-flight", str(AT_ONCE), "--timeout", "300")
     best_flags = ("--method", "grammar", *gateway_flags)
     with (
         spawn_llamacpp(extra_args=CALLO_UPSTREAM) as up_defaults,
@@ -236,6 +243,8 @@ def run() -> Section:
         str(SLOTS),
         "--max-in-flight",
         "64",
+        "--timeout",
+        "300",
     )
     flags += ("--extra-body", json.dumps(BUDGET))
     with spawn_llamacpp(extra_args=serve_args) as server, _gateway(server.base_url, *flags) as gateway:
