@@ -105,7 +105,8 @@ def raw_sdk(url: str, sent: list[str], concurrency: int) -> float:
 
         async def post(body: str) -> None:
             async with gate:
-                await sdk.chat.completions.create(**json.loads(body))
+                # The body as jevper sent it (its grammar field included), through the SDK's own post.
+                await sdk.post("/chat/completions", cast_to=httpx.Response, body=json.loads(body))
 
         started = time.perf_counter()
         await asyncio.gather(*(post(b) for b in sent))
@@ -255,14 +256,20 @@ def run() -> Section:
         )
         sent = bodies(url, "fault-model", states(ROWS))
         raw = raw_sdk(url, sent, SLOTS)
+        print("raw", raw, file=sys.stderr, flush=True)
         local = local_engine(url, "fault-model", source, folder / "local.parquet", SLOTS)
+        print("local", local, file=sys.stderr, flush=True)
         ray_figures = on_ray(url, "fault-model", source, folder / "ray", ACTORS, SLOTS)
+        print("ray_figures", ray_figures, file=sys.stderr, flush=True)
         jevper_instant = jevper_ray_class(url, "fault-model", states(ANCHOR_ROWS["instant"]), 1, SLOTS)
+        print("jevper_instant", jevper_instant, file=sys.stderr, flush=True)
         import ray
 
         ray.shutdown()
         spark_figures = on_spark(url, "fault-model", source, folder / "spark", SLOTS)
+        print("spark_figures", spark_figures, file=sys.stderr, flush=True)
         stage_instant = http_stage(url, sent[: ANCHOR_ROWS["instant"]], 1, folder)
+        print("stage_instant", stage_instant, file=sys.stderr, flush=True)
         figures += [
             Figure(f"raw async SDK, instant server, {ROWS} rows", raw, "rows/s", "", None, load()),
             Figure(
@@ -316,11 +323,14 @@ def run() -> Section:
         texts = states(ANCHOR_ROWS["llama.cpp"])
         sent = bodies(llama.base_url, llama.model, texts)
         ceiling = raw_sdk(llama.base_url, sent, 4)
+        print("ceiling", ceiling, file=sys.stderr, flush=True)
         ours = jevper_ray_class(llama.base_url, llama.model, texts, 1, 4)
+        print("ours", ours, file=sys.stderr, flush=True)
         import ray
 
         ray.shutdown()
         theirs = http_stage(llama.base_url, sent, 1, folder)
+        print("theirs", theirs, file=sys.stderr, flush=True)
         figures += [
             Figure(
                 "llama.cpp ceiling (raw concurrent SDK, 4 in flight)", ceiling, "rows/s", "", None, load()
