@@ -76,6 +76,9 @@ questions = json.load(open(questions_file))
 
 async def main():
     sdk = openai.AsyncOpenAI(base_url=url, api_key="none", max_retries=0)
+    if through_client:
+        from jevper import AsyncSystemOneClient
+        client = AsyncSystemOneClient(sdk, model=model, api="systemone", max_concurrency=int(concurrency))
     batches = pq.ParquetFile(path).iter_batches(columns=["state"])
     states = (s for b in batches for s in b.column(0).to_pylist())
     answered = 0
@@ -83,7 +86,8 @@ async def main():
         nonlocal answered
         for state in states:
             if through_client:
-                answered += bool((await client.system_one(state=state, questions=questions)).answers)
+                answers = (await client.system_one(state=state, questions=questions)).answers
+                answered += bool(answers)
                 continue
             body = await sdk.post("/systemone", body={"model": model, "state": state, "questions": questions},
                                   cast_to=object)
