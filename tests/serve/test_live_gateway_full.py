@@ -28,8 +28,13 @@ SMALL_SLOTS = ("--ctx-size", "4096", "-np", "2", "--jinja")
 STATE = "Hi, I was charged twice for my March invoice and I want the second charge refunded today."
 #: What one configuration cannot show: without a key the auth checks; with one, that a keyless server
 #: ignores an Authorization header.
-NEEDS_A_KEY = {"auth.bearer", "auth.missing", "auth.invalid"}
-NEEDS_NO_KEY = {"auth.ignored-when-off"}
+#: And in neither: errors.shape ("other errors carry detail.error_type and detail.message"), which the
+#: suite reports as "the server never produced the situation it covers" both ways: every bad request it
+#: sends gets a validation 422 (errors.validation-shape), and its 401s are judged by auth.missing and
+#: auth.invalid (both pass, in the same shape).
+NEVER_PROVOKED = {"errors.shape"}
+NEEDS_A_KEY = {"auth.bearer", "auth.missing", "auth.invalid", *NEVER_PROVOKED}
+NEEDS_NO_KEY = {"auth.ignored-when-off", *NEVER_PROVOKED}
 
 
 @pytest.fixture(scope="module")
