@@ -288,7 +288,10 @@ class Gateway:
         try:
             # On the upstream with the most room; asked again on another while the failure is the
             # upstream's (down, timed out, a 5xx), before any 5xx is given.
-            answered = await self.pool.ask(on, attempts=len(self.config.upstreams))
+            # Two more tries than upstreams: one that failed is tried again, one call at a time, as soon as
+            # its cool-down ends, and may fail again (seen live: an upstream SIGKILLed mid-run).
+            attempts = len(self.config.upstreams) + (2 if len(self.config.upstreams) > 1 else 0)
+            answered = await self.pool.ask(on, attempts=attempts)
         except NoUpstreamError as none:
             return error(
                 503,

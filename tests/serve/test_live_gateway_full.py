@@ -194,7 +194,10 @@ def test_two_upstreams_with_one_killed_mid_run_give_no_5xx(upstream: SpawnedServ
 
                     async def one(i: int) -> int:
                         body = {"state": f"{STATE} ({i})", "questions": THREE}
-                        return (await http.post("/systemone", json=body)).status_code
+                        reply = await http.post("/systemone", json=body)
+                        if reply.status_code != 200:
+                            print(f"request {i}: {reply.status_code} {reply.text[:600]}")
+                        return reply.status_code
 
                     first = await asyncio.gather(*(one(i) for i in range(4)))
                     running = [asyncio.create_task(one(i)) for i in range(4, 12)]
