@@ -443,7 +443,9 @@ def test_both_clients_run_a_calls_questions_concurrently_up_to_max_concurrency(
     loopback: Any, limit: int
 ) -> None:
     questions: dict[str, Choice | Noul | Score] = {f"q{i}": INTENT for i in range(6)}
-    loopback.delay = 0.05
+    # Long enough for every slot's request to be in flight together on two busy cores: at 0.05 s the
+    # first answer once came back before the fourth request left (load 10).
+    loopback.delay = 0.3
     for _ in range(12):
         loopback.reply("/chat/completions", 200, chat("A", [("A", -0.4), ("B", -1.1), ("C", -2.0)]))
     blocking = jevper(loopback, method="logprobs", max_concurrency=limit).system_one(
