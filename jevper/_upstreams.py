@@ -194,10 +194,11 @@ class Upstreams:
             for s in self._servers
         ]
 
-    async def acquire(self) -> Lease:
-        """The server with the most room, held for one call; waits while none has room."""
+    async def acquire(self, avoid: frozenset[_Server] = frozenset()) -> Lease:
+        """The server with the most room, held for one call; waits while none has room. Servers in
+        ``avoid`` (those that failed this call already) are passed over while a healthy one remains."""
         while True:
-            server = self._pick()
+            server = self._pick(avoid)
             if server is not None:
                 server.in_flight += 1
                 return Lease(self, server)
@@ -230,8 +231,11 @@ class Upstreams:
         """``call`` on the server with the most room; again on another (up to ``attempts`` in all) while
         the error is the server's. The call's own errors, and the last server's, are raised."""
         tried = 0
+        # A server that failed this call is not asked it again while a healthy one remains: a server
+        # killed mid-run comes back on trial after its cool-down and would fail the same call twice.
+        failed_here: set[_Server] = set()
         while True:
-            held = await self.acquire()
+            held = await self.acquire(frozenset(failed_here))
             try:
                 result = await call(held.client)
             except asyncio.CancelledError:
@@ -241,6 +245,7 @@ class Upstreams:
                 tried += 1
                 if not held.failed(error) or tried >= attempts:
                     raise
+                failed_here.add(held._server)
                 continue
             held.succeeded()
             return result
@@ -271,14 +276,18 @@ class Upstreams:
 
     # --- the bookkeeping ------------------------------------------------------------------------------
 
-    def _pick(self) -> _Server | None:
+    def _pick(self, avoid: frozenset[_Server] = frozenset()) -> _Server | None:
         now = self._clock()
         best: _Server | None = None
         best_room = 0
         count = len(self._servers)
+        if not any(s.failures == 0 for s in self._servers if s not in avoid):
+            avoid = frozenset()
         # Ties go round the servers, so equal servers share the calls evenly.
         for i in range(count):
             server = self._servers[(self._turn + i) % count]
+            if server in avoid:
+                continue
             room = server.room(now)
             if room > best_room:
                 best, best_room = server, room
