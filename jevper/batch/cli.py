@@ -23,6 +23,7 @@ from jevper.batch._files import Input, format_of
 from jevper.batch._local import DEFAULT_BATCH_ROWS, Stopped, Tally, progress_line, run, summary_line
 from jevper.batch._parts import Parts
 from jevper.models import APIS, METHODS
+from jevper.servers.flags import json_object
 
 PROG = "python -m jevper.batch"
 DEFAULT_SLOTS = 4
@@ -72,7 +73,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=int, help="rows in flight at once (default: the servers' slots)")
     p.add_argument("--api", default="auto", choices=APIS)
     p.add_argument("--method", default="auto", choices=METHODS)
-    p.add_argument("--extra-body", type=_json_object, help="a JSON object merged into every request")
+    p.add_argument("--extra-body", type=json_object, help="a JSON object merged into every request")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per request")
     p.add_argument(
         "--max-retries",
@@ -105,16 +106,6 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help=argparse.SUPPRESS)
     return p
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r} ({exc})") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {type(value).__name__}")
-    return value
 
 
 def questions_of(path: Path) -> dict[str, Any]:
@@ -172,10 +163,10 @@ def _spawned(args: argparse.Namespace) -> Iterator[tuple[str, str] | None]:
     if not args.spawn:
         yield None
         return
-    from jevper.servers.llamacpp import spawn_llamacpp
+    from jevper.servers.llamacpp import slot_args, spawn_llamacpp
 
     slots = (args.slots or [DEFAULT_SLOTS])[-1]
-    with spawn_llamacpp(extra_args=("--ctx-size", str(4096 * slots), "-np", str(slots), "--jinja")) as server:
+    with spawn_llamacpp(extra_args=slot_args(slots)) as server:
         yield server.base_url, server.model
 
 

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import Any
 
 from jevper._wire import PROMPT_SURFACES
 from jevper.serve.config import DEFAULT_PORT, ConfigError, GatewayConfig
+from jevper.servers.flags import json_object
 
 KEYS_ENV, UPSTREAM_KEY_ENV = "JEVPER_SERVE_API_KEYS", "JEVPER_UPSTREAM_API_KEY"
 
@@ -46,7 +45,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--extra-body",
-        type=_json_object,
+        type=json_object,
         default={},
         metavar="JSON",
         help="merged into every upstream request as given: the upstream's own switches, "
@@ -87,26 +86,15 @@ def _upstreams(args: argparse.Namespace) -> list[tuple[str, str]]:
     return found
 
 
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r} ({exc})") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {type(value).__name__}")
-    return value
-
-
 @contextlib.contextmanager
 def _upstream(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
     """The first upstream: the first --upstream, or the embedded server --spawn starts."""
     if not args.spawn:
         yield _upstreams(args)[0]
         return
-    from jevper.servers.llamacpp import spawn_llamacpp
+    from jevper.servers.llamacpp import slot_args, spawn_llamacpp
 
-    slots = ("--ctx-size", str(4096 * args.pool), "-np", str(args.pool), "--jinja")
-    with spawn_llamacpp(extra_args=slots) as server:
+    with spawn_llamacpp(extra_args=slot_args(args.pool)) as server:
         yield server.base_url, args.model or server.model
 
 

@@ -36,6 +36,14 @@ from jevper.servers.xllamacpp_server import API_KEY_ENV as XLLAMACPP_KEY_ENV
 
 #: The reference document's serving recipe: one slot, a 4096-token context, the model's own template.
 RECIPE_ARGS: tuple[str, ...] = ("--ctx-size", "4096", "-np", "1", "--jinja")
+#: The context each slot of a server started with ``slot_args`` holds, in tokens.
+SLOT_CONTEXT = 4096
+
+
+def slot_args(slots: int) -> tuple[str, ...]:
+    """llama-server's flags for ``slots`` slots of ``SLOT_CONTEXT`` tokens each, with the chat template:
+    what the gateway's, the batch engine's and the benchmarks' embedded servers are started with."""
+    return ("--ctx-size", str(SLOT_CONTEXT * slots), "-np", str(slots), "--jinja")
 
 
 @dataclass(frozen=True)
