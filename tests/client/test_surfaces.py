@@ -289,16 +289,15 @@ def test_messages_refuses_a_callers_max_tokens_that_cannot_hold_the_budget_local
     assert loopback.requests == []
 
 
+def extra_field_refusal(field: str) -> dict[str, Any]:
+    """A Messages server's 400 for a field it does not know, in pydantic's words."""
+    message = f"body.{field}: Extra inputs are not permitted"
+    return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+
+
 @pytest.mark.parametrize("field", ["output_config", "thinking"])
 def test_a_400_on_a_messages_field_drops_it_re_asks_once_and_remembers(loopback: Any, field: str) -> None:
-    refusal = {
-        "type": "error",
-        "error": {
-            "type": "invalid_request_error",
-            "message": f"body.{field}: Extra inputs are not permitted",
-        },
-    }
-    loopback.reply("/messages", 400, refusal)
+    loopback.reply("/messages", 400, extra_field_refusal(field))
     loopback.reply("/messages", 200, messages_body(JSON_ANSWER))
     loopback.reply("/messages", 200, messages_body(JSON_ANSWER))
     asked = anthropic_client(loopback, reasoning=ReasoningConfig(budget_tokens=1024))
@@ -311,14 +310,7 @@ def test_a_400_on_a_messages_field_drops_it_re_asks_once_and_remembers(loopback:
 
 @pytest.mark.parametrize("field", ["output_config", "thinking"])
 def test_the_corrective_retry_after_a_dropped_field_leaves_the_field_out(loopback: Any, field: str) -> None:
-    refusal = {
-        "type": "error",
-        "error": {
-            "type": "invalid_request_error",
-            "message": f"body.{field}: Extra inputs are not permitted",
-        },
-    }
-    loopback.reply("/messages", 400, refusal)
+    loopback.reply("/messages", 400, extra_field_refusal(field))
     loopback.reply("/messages", 200, messages_body("The billing team, I think."))
     loopback.reply("/messages", 200, messages_body(JSON_ANSWER))
     asked = anthropic_client(loopback, method="structured", reasoning=ReasoningConfig(budget_tokens=1024))

@@ -14,7 +14,7 @@ from jevper.probe.catalogue import Probe, load_catalogue
 from jevper.probe.classifiers import CLASSIFIERS
 from jevper.probe.presets import get_preset
 from jevper.probe.recording import Layout, Recording
-from jevper.probe.session import Target, record, replay
+from jevper.probe.session import RunReport, Target, record, replay
 from jevper.testing.faults import FaultServer, running
 
 CATALOGUE = load_catalogue()
@@ -27,6 +27,13 @@ BROKEN = "chat-logprobs"
 def server() -> Iterator[FaultServer]:
     with running(model="smollm2") as started:
         yield started
+
+
+def record_on(server: FaultServer, probes: list[Probe], layout: Layout) -> RunReport:
+    """Record `probes` from the fault server as llama.cpp release b1, into `layout`."""
+    preset = get_preset("llamacpp").with_overrides(base_url=server.base_url(), model="smollm2")
+    target = Target(preset, "b1", "fault server", "test")
+    return record(target, probes, catalogue=CATALOGUE, layout=layout, api_key=None, timeout=5)
 
 
 @pytest.fixture
@@ -45,18 +52,10 @@ def test_a_classifier_that_raises_costs_its_probe_the_verdict_and_the_recording_
     tmp_path: Path, server: FaultServer, broken_classifier: str
 ) -> None:
     layout = Layout.out(tmp_path)
-    preset = get_preset("llamacpp").with_overrides(base_url=server.base_url(), model="smollm2")
     probes = [CATALOGUE.get(p) for p in PROBES if CATALOGUE.get(p).classifier != broken_classifier]
     probes.insert(0, CATALOGUE.get(BROKEN))
 
-    report = record(
-        Target(preset, "b1", "fault server", "test"),
-        probes,
-        catalogue=CATALOGUE,
-        layout=layout,
-        api_key=None,
-        timeout=5,
-    )
+    report = record_on(server, probes, layout)
 
     installed = layout.load("llamacpp-b1")
     assert report.complete and installed == report.recording
@@ -149,18 +148,9 @@ def test_a_run_that_fails_after_sending_keeps_its_cassettes_beside_the_recording
 
     monkeypatch.setattr(session, "install", full_disk)
     layout = Layout.out(tmp_path)
-    preset = get_preset("llamacpp").with_overrides(base_url=server.base_url(), model="smollm2")
-    probes = [CATALOGUE.get(p) for p in PROBES]
 
     with pytest.raises(OSError, match="No space left"):
-        record(
-            Target(preset, "b1", "fault server", "test"),
-            probes,
-            catalogue=CATALOGUE,
-            layout=layout,
-            api_key=None,
-            timeout=5,
-        )
+        record_on(server, [CATALOGUE.get(p) for p in PROBES], layout)
 
     kept = layout.partial_dir("llamacpp-b1")
     assert sorted(p.name for p in kept.glob("*.yaml")) == sorted(f"{p}.yaml" for p in PROBES)
