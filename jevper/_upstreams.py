@@ -32,7 +32,7 @@ from typing import Literal, TypeVar
 from jevper._errors import InvalidQuestionError, ProviderError
 from jevper.async_client import AsyncSystemOneClient
 
-__all__ = ["Lease", "NoUpstreamError", "Upstream", "UpstreamStatus", "Upstreams", "blame"]
+__all__ = ["Lease", "NoUpstreamError", "Upstream", "UpstreamStatus", "Upstreams", "blame", "server_failure"]
 
 T = TypeVar("T")
 
@@ -85,9 +85,15 @@ class UpstreamStatus:
 
 def blame(error: BaseException) -> Literal["down", "busy"] | None:
     """What an error says about the server that gave it: ``down`` (take it out), ``busy`` (it asked to
-    wait), or None (the call's own error: a 400, an unreadable answer; another server would do the same)."""
-    if not isinstance(error, ProviderError):
+    wait), or None (the call's own error: a 400, an unreadable answer; another server would do the same).
+
+    An error raised from a server's failure (``raise ... from``) is that failure's: the label readout's
+    corrective retry that found the server gone is a ``LabelReadoutError`` caused by a ``ProviderError``.
+    """
+    cause = server_failure(error)
+    if cause is None:
         return None
+    error = cause
     if error.kind in ("unreachable", "timeout"):
         return "down"
     status = error.status
@@ -95,6 +101,18 @@ def blame(error: BaseException) -> Literal["down", "busy"] | None:
         return "busy"
     if status is not None and (status >= 500 or status == 408):
         return "down"
+    return None
+
+
+def server_failure(error: BaseException) -> ProviderError | None:
+    """The ``ProviderError`` an error is, or was raised from (its ``__cause__`` chain), if any."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ProviderError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__
     return None
 
 
@@ -310,7 +328,7 @@ class Upstreams:
             now = self._clock()
             if said == "busy":
                 server.paused += 1
-                wait = getattr(error, "retry_after", None)
+                wait = getattr(server_failure(error) or error, "retry_after", None)
                 server.out_until = max(
                     server.out_until, now + (wait if wait is not None else DEFAULT_PAUSE_S)
                 )

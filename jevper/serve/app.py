@@ -34,7 +34,7 @@ from jevper import (
     MalformedAnswerError,
     ProviderError,
 )
-from jevper._upstreams import NoUpstreamError, Upstream, Upstreams
+from jevper._upstreams import NoUpstreamError, Upstream, Upstreams, server_failure
 from jevper.models import SystemOneResponse, sdk_for
 from jevper.questions import Question
 from jevper.serve import wide
@@ -304,6 +304,9 @@ class Gateway:
         except ProviderError as failed:
             return self._upstream_failed(failed)
         except (IncompleteAnswerError, LabelReadoutError, MalformedAnswerError) as unreadable:
+            cause = server_failure(unreadable)
+            if cause is not None:  # the upstream failed while asked again (the corrective retry)
+                return self._upstream_failed(cause)
             return error(
                 502,
                 "upstream_error",

@@ -17,7 +17,9 @@ from jevper.serve import GatewayConfig, create_app
 from jevper.serve.cli import parser
 from jevper.serve.config import ConfigError
 from jevper.servers.process import free_port
+from jevper.testing.bodies import chat_label
 from jevper.testing.faults import FaultServer, running
+from jevper.testing.script import Script
 
 ONE = {"state": "charged twice", "questions": {"q": {"type": "noul", "instructions": "Angry?"}}}
 
@@ -126,3 +128,41 @@ def test_the_model_list_names_each_model_once(healthy: FaultServer) -> None:
     with TestClient(create_app(config)) as client:
         listed = [m["id"] for m in client.get("/v1/models").json()["data"]]
     assert listed == ["smollm2", "qwen"]
+
+
+def prose() -> dict[str, Any]:
+    """A Chat Completions answer in words, not a label: the label readout asks again (corrective retry)."""
+    body = chat_label()
+    top = [{"token": t, "logprob": lp} for t, lp in (("Well", -0.2), ("The", -1.9))]
+    body["choices"][0]["message"]["content"] = "Well, the customer"
+    body["choices"][0]["logprobs"] = {"content": [{"token": "Well", "logprob": -0.2, "top_logprobs": top}]}
+    return body
+
+
+def test_an_upstream_that_fails_the_label_readouts_corrective_retry_is_taken_out_and_the_other_answers(
+    healthy: FaultServer,
+) -> None:
+    script = Script()
+    script.reply("/chat/completions", 200, prose())
+    script.reply("/chat/completions", 500, "<html><h1>500 Internal Server Error</h1></html>", "text/html")
+    with (
+        running(script=script, model="smollm2") as failing,
+        TestClient(create_app(two(failing.base_url(), healthy.base_url(), recheck_s=60))) as client,
+    ):
+        reply = client.post("/v1/systemone", json=ONE)
+        assert reply.status_code == 200, reply.text
+        # The first upstream was asked first, and failed the retry (not the first reply).
+        assert len(script.bodies("/chat/completions")) == 2
+        assert health(client) == {failing.base_url(): False, healthy.base_url(): True}
+
+
+def test_an_upstream_that_fails_the_corrective_retry_is_reported_as_failing_not_as_unreadable() -> None:
+    script = Script()
+    script.reply("/chat/completions", 200, prose())
+    script.reply("/chat/completions", 500, "<html><h1>500 Internal Server Error</h1></html>", "text/html")
+    with running(script=script, model="smollm2") as failing:
+        config = GatewayConfig(upstream=failing.base_url(), model="smollm2", api="chat_completions")
+        with TestClient(create_app(config)) as client:
+            reply = client.post("/v1/systemone", json=ONE)
+    assert reply.status_code == 502
+    assert reply.json()["detail"]["message"].startswith("the upstream failed"), reply.text
