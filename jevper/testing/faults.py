@@ -304,8 +304,10 @@ class FaultServer:
         model: str = "fault-model",
         script: Script | None = None,
         upstream: str | None = None,
+        delay: float = 0.0,
     ) -> None:
         self.host, self.port, self.model, self.script = host, port, model, script
+        self.delay = delay  # seconds every surface answer waits first: a server that takes time
         self.upstream = upstream.rstrip("/") if upstream else None  # the real server's root, in relay mode
         self.log: list[ServedFault] = []
         self.closing = asyncio.Event()
@@ -471,6 +473,8 @@ class FaultServer:
             answer: Answers = Answer(prompt_record(surface).name, parsed, named)
         else:
             answer = SystemOneAnswer(parsed, named)
+        if self.delay:
+            await asyncio.sleep(self.delay)
         try:
             await chosen.serve(reply, surface, request, answer)
         except (ConnectionError, asyncio.CancelledError):
@@ -551,12 +555,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     parser.add_argument("--list", action="store_true", help="print the faults and exit")
     parser.add_argument("--upstream", help="relay mode: requests with no fault named go to this server root")
+    parser.add_argument(
+        "--delay", type=float, default=0.0, help="seconds each answer waits first (default 0: at once)"
+    )
     args = parser.parse_args(argv)
     if args.list:
         for item in FAULTS.values():
             print(f"{item.name:<24} {item.says}")
         return 0
-    server = FaultServer(port=args.port, upstream=args.upstream)
+    server = FaultServer(port=args.port, upstream=args.upstream, delay=args.delay)
 
     async def announce_and_run() -> None:
         task = asyncio.create_task(server.run())

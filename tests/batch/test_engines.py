@@ -25,7 +25,7 @@ import ray
 from _batch_data import posts
 from _engines import QUESTION, by_id, kill_session, listening_pid, probabilities, rows, tasks_served
 
-from jevper.batch import BatchClassifier
+from jevper.batch import BatchClassifier, cli
 from jevper.batch import ray as jray
 from jevper.batch import spark as jspark
 from jevper.servers import SpawnedServer
@@ -35,7 +35,10 @@ from jevper.testing.faults import FaultServer
 pytestmark = pytest.mark.live
 
 SLOTS = 2
-LLAMA_ARGS = ("--ctx-size", "4096", "-np", str(SLOTS), "--jinja")
+#: One thread: the server shares two cores with Ray, Spark and the tests, and with two threads it spent
+#: its time waiting for a descheduled one (30 rows at 0.57 rows/s with 2 threads, 4.0-4.9 with 1, at
+#: load 5 on the shared two-core machine).
+LLAMA_ARGS = ("--ctx-size", "4096", "-np", str(SLOTS), "--jinja", "--threads", "1")
 #: Seconds per request: a loaded two-core machine took over the default 60 for some (local runs here).
 TIMEOUT = 300.0
 #: Probabilities of two runs of the same rows agree to this, or to twice the server's own run-to-run
@@ -89,7 +92,6 @@ def on_spark(session: Any, table: pa.Table, servers: list[dict[str, Any]], **opt
     ]
 
 
-@pytest.mark.engines
 def test_the_same_200_rows_give_the_same_answers_on_the_local_engine_ray_and_spark(
     llama: SpawnedServer, ray_local: None, spark: Any
 ) -> None:
@@ -114,6 +116,8 @@ def test_the_same_200_rows_give_the_same_answers_on_the_local_engine_ray_and_spa
         for i, row in answered.items():
             assert row["error"] is None, (engine, i, row["error"])
             assert difference(row, local[i]) <= tolerance, (engine, i, row["topic"], local[i]["topic"])
+        largest = max(difference(row, local[i]) for i, row in answered.items())
+        print(f"{engine}: the largest difference from the local engine's probabilities {largest:.3g}")
 
 
 def difference(row: dict[str, Any], reference: dict[str, Any]) -> float:
@@ -148,12 +152,12 @@ def test_a_row_with_a_bad_state_carries_its_error_while_the_job_completes(
     assert all(row["topic"]["choice"] for i, row in answered.items() if i not in failed)
 
 
-@pytest.mark.engines
 @pytest.mark.parametrize("engine", ["ray", "spark"])
 def test_a_server_sigkilled_mid_job_loses_no_row(
     engine: str, llama: SpawnedServer, victim: SpawnedServer, request: pytest.FixtureRequest
 ) -> None:
-    table = rows(80)
+    n = 40
+    table = rows(n)
     servers = [server_of(llama), server_of(victim)]
     job: Callable[[], Any]
     if engine == "ray":
@@ -175,7 +179,7 @@ def test_a_server_sigkilled_mid_job_loses_no_row(
     running.join(900)
     assert outcome, "the job did not end"
     answered = by_id(outcome[0])
-    assert sorted(answered) == list(range(80))
+    assert sorted(answered) == list(range(n))
     assert [i for i, row in answered.items() if row["error"] is not None] == []
 
 
@@ -183,48 +187,70 @@ DRIVER = textwrap.dedent(
     """
     import sys
     from jevper.batch import ray as jray
-    url, source, target, checkpoint = sys.argv[1:5]
-    jray.init(num_cpus=4, object_store_memory=256 * 1024 * 1024)
+    address, url, source, target, checkpoint = sys.argv[1:6]
+    jray.init(address)
     question = {"topic": {"type": "choice", "criteria": {"billing": "a charge", "other": "anything else"}}}
     jray.classify_files(
         source, target, question, [{"base_url": url, "model": "fault-model", "slots": 4}],
-        checkpoint=checkpoint, api="chat_completions", batch_size=20, part_rows=20,
+        checkpoint=checkpoint, api="chat_completions", batch_size=10, part_rows=10, timeout=600.0,
     )
     """
 )
 
 
-@pytest.mark.engines  # failed once on two cores at load 8-10; opt in until it holds there
+def committed_ids(checkpoint: Path) -> set[int]:
+    """The ids Ray's checkpoint holds (a file being written is read on the next look)."""
+    ids: set[int] = set()
+    for path in checkpoint.rglob("*.parquet"):
+        try:
+            ids.update(pq.read_table(path).column("id").to_pylist())
+        except (OSError, pa.ArrowInvalid):
+            continue
+    return ids
+
+
 def test_a_ray_job_killed_mid_way_and_run_again_asks_only_rows_with_no_committed_result(
-    faults: FaultServer, tmp_path: Path
+    ray_local: None, faults: FaultServer, tmp_path: Path
 ) -> None:
-    n = 600
+    n, answered_first, slots = 200, 100, 4
     source = tmp_path / "in"
     source.mkdir()
     table = rows(n)
-    for part in range(30):  # 30 small files: Ray reads them as one block unless it is cut
-        pq.write_table(table.slice(part * 20, 20), source / f"part-{part:02}.parquet")
+    for part in range(n // 10):  # small files: Ray reads them as one block unless it is cut
+        pq.write_table(table.slice(part * 10, 10), source / f"part-{part:02}.parquet")
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
     target, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
-    command = [sys.executable, str(driver), faults.base_url(), str(source), str(target), str(checkpoint)]
+    # The first run's server answers 100 requests and then holds every one it gets: the job cannot
+    # finish before it is killed, however fast or slow the machine. A driver of the tests' own cluster.
+    held = faults.base_url(*["ok"] * answered_first, *["hang-no-bytes"] * (2 * slots))
+    address = ray.get_runtime_context().gcs_address
+    command = [sys.executable, str(driver), address]
+    paths = [str(source), str(target), str(checkpoint)]
     before = posts(faults)
     with (tmp_path / "first.log").open("w") as log:
-        first = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        first = subprocess.Popen(
+            [*command, held, *paths], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    # 100 answered rows hold at least 9 whole blocks of 10 (the two blocks in flight hold the held
+    # requests): wait for Ray to commit 90 of them, then kill the job's driver.
     deadline = time.monotonic() + 300
-    while posts(faults) - before < n // 3 and first.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
+    while len(committed_ids(checkpoint)) < 90 and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert first.poll() is None, (tmp_path / "first.log").read_text()[-2000:]
-    kill_session(first.pid)  # the driver and every Ray process it started: a machine lost
+    kill_session(first.pid)
     first.wait(30)
-    time.sleep(1.0)
     asked_first = posts(faults) - before
-    committed = {i for f in checkpoint.rglob("*.parquet") for i in pq.read_table(f).column("id").to_pylist()}
-    assert 0 < len(committed) < n, "nothing or everything was committed before the kill"
+    committed = committed_ids(checkpoint)
+    assert answered_first < asked_first <= answered_first + slots, asked_first
+    assert 90 <= len(committed) <= answered_first, len(committed)
     with (tmp_path / "second.log").open("w") as log:
-        second = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, timeout=400, check=False)
+        second = subprocess.run(
+            [*command, faults.base_url(), *paths], stdout=log, stderr=subprocess.STDOUT, timeout=400
+        )
     assert second.returncode == 0, (tmp_path / "second.log").read_text()[-2000:]
     asked_again = posts(faults) - before - asked_first
+    print(f"asked {asked_first}, {len(committed)} committed, killed; asked {asked_again} on the second run")
     # Ray's checkpoint filter: only the rows without a committed result are asked again.
     assert asked_again <= n - len(committed), (asked_first, len(committed), asked_again)
     written = [row for f in target.glob("*.parquet") for row in pq.read_table(f).to_pylist()]
@@ -235,8 +261,14 @@ def test_a_ray_job_killed_mid_way_and_run_again_asks_only_rows_with_no_committed
 
 @pytest.mark.parametrize("engine", ["ray", "spark"])
 def test_the_command_line_runs_the_same_input_on_each_engine(
-    engine: str, faults: FaultServer, tmp_path: Path
+    engine: str,
+    faults: FaultServer,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    # In this process, so the module's Ray cluster or Spark session is the one the command line finds.
+    request.getfixturevalue("ray_local" if engine == "ray" else "spark")
     source, questions = tmp_path / "in.jsonl", tmp_path / "questions.json"
     states = [f"Ticket {i}: I was charged twice." for i in range(30)]
     states[4] = ""
@@ -247,15 +279,11 @@ def test_the_command_line_runs_the_same_input_on_each_engine(
     outputs = {}
     for name in ("local", engine):
         output = tmp_path / f"out-{name}.jsonl"
-        done = subprocess.run(
-            [sys.executable, "-m", "jevper.batch", str(source), str(output), *common, "--engine", name],
-            capture_output=True,
-            text=True,
-            timeout=400,
-            check=False,
-        )
-        assert done.returncode == 1, done.stderr[-2000:]  # one row carries an error
-        assert "30 rows, 29 answered, 1 errors (InvalidQuestionError 1)" in done.stdout
+        capsys.readouterr()
+        status = cli.main([str(source), str(output), *common, "--engine", name])
+        said = capsys.readouterr()
+        assert status == 1, said.err[-2000:]  # one row carries an error
+        assert "30 rows, 29 answered, 1 errors (InvalidQuestionError 1)" in said.out
         outputs[name] = by_id([json.loads(line) for line in output.read_text().splitlines()])
     assert outputs[engine] == outputs["local"]
     assert not list(tmp_path.glob("*-parts")) and not list(tmp_path.glob("*-checkpoint"))

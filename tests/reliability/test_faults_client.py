@@ -135,6 +135,18 @@ def test_a_retry_after_longer_than_the_cap_is_reported_at_once_with_the_wait_ask
     assert raised.value.status == 429
 
 
+def test_a_server_with_a_delay_holds_each_answer_that_long_and_then_answers() -> None:
+    # The benchmarks' stand-in for a server that takes time (a model server's latency).
+    with FaultServer(delay=0.4) as slow:
+        chat = openai.OpenAI(base_url=slow.base_url(), api_key="local", max_retries=0)
+        client = SystemOneClient(chat, model="fault-model", api="chat_completions", timeout=30.0)
+        started = time.perf_counter()
+        answered = client.system_one(state="I was charged twice", questions={"q": QUESTION})
+        assert time.perf_counter() - started >= 0.4
+    assert_a_distribution(answered.to_api()["answers"]["q"]["probabilities"])
+    assert [served.fault for served in slow.log if served.method == "POST"] == ["ok"]
+
+
 def test_a_client_with_max_retries_0_asks_a_busy_server_once(faults: FaultServer) -> None:
     seen = len(faults.log)
     with pytest.raises(ProviderError):
