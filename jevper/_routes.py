@@ -21,10 +21,10 @@ from jevper import _deadline
 from jevper._errors import MalformedAnswerError, ProviderError
 from jevper._transport import (
     as_body,
+    read_async,
     retried,
     retried_async,
     whole_body,
-    whole_body_async,
     without_sdk_retries,
 )
 from jevper._wire import chat, messages, systemone
@@ -88,52 +88,60 @@ def fetch(client: object, request: Fetch) -> Mapping[str, Any]:
 
 
 async def fetch_async(client: object, request: Fetch) -> Mapping[str, Any]:
-    """``fetch`` for an async SDK client; ``asyncio.wait_for`` bounds the whole body."""
+    """``fetch`` for an async SDK client; ``asyncio.timeout`` bounds the whole body."""
     target, retries = without_sdk_retries(client)
     method = _method(target, request)
     kwargs = _kwargs(target, request)
 
-    @contextlib.asynccontextmanager
-    async def opened() -> AsyncIterator[Any]:
-        response = method(**kwargs)
-        if inspect.isawaitable(response):
-            response = await response
-        try:
-            yield (
-                response
-                if callable(getattr(response, "iter_bytes", None))
-                else _AsyncWhole(response, request)
-            )
-        finally:
-            close = getattr(response, "close", None)
-            closed = close() if callable(close) else None
-            if inspect.isawaitable(closed):
-                await closed
-
     async def attempt() -> bytes:
-        return await asyncio.wait_for(whole_body_async(opened, {}, request.label), request.timeout)
+        async with asyncio.timeout(request.timeout):
+            response = method(**kwargs)
+            if inspect.isawaitable(response):
+                response = await response
+            try:
+                streamed = response if callable(getattr(response, "iter_bytes", None)) else None
+                return await read_async(streamed or _AsyncWhole(response, request), request.label)
+            finally:
+                close = getattr(response, "close", None)
+                closed = close() if callable(close) else None
+                if inspect.isawaitable(closed):
+                    await closed
 
     body = await retried_async(attempt, request.label, request.model, retries, request.timeout)
     return _json_body(request.label, body)
 
 
-def _json_body(label: str, raw: bytes) -> Mapping[str, Any]:
-    """The body as a JSON object whose every key appears once: a distribution naming an option twice is
-    not one, and json.loads alone would keep the second value silently."""
+class _RepeatedKey(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
 
-    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):  # the rare case: find the key named twice
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise MalformedAnswerError(
-                    f"{label} response: expected each key once in an object, got {key!r} twice; the "
-                    "server's body is ambiguous — report it"
-                )
+                raise _RepeatedKey(key)
             seen.add(key)
-        return dict(pairs)
+    return value
 
+
+#: One decoder for every body (json.loads with a hook builds one per call); the hook compares lengths
+#: and looks key by key only for a body that repeats one.
+_UNIQUE_KEYS = json.JSONDecoder(object_pairs_hook=_unique)
+
+
+def _json_body(label: str, raw: bytes) -> Mapping[str, Any]:
+    """The body as a JSON object whose every key appears once: a distribution naming an option twice is
+    not one, and json.loads alone would keep the second value silently."""
     try:
-        value = json.loads(raw, object_pairs_hook=unique)
+        value = _UNIQUE_KEYS.decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))
+    except _RepeatedKey as repeated:
+        raise MalformedAnswerError(
+            f"{label} response: expected each key once in an object, got {repeated.key!r} twice; the "
+            "server's body is ambiguous — report it"
+        ) from None
     except ValueError:
         return as_body(label, raw)  # words the error the way every surface does
     return value if isinstance(value, Mapping) else as_body(label, raw)

@@ -12,7 +12,7 @@ to RETRY_AFTER_CAP_S. The SDKs would otherwise retry a timeout (tripling a hang)
 wait out any ``Retry-After`` however long.
 
 Both clients read the body through the SDK's ``with_streaming_response``, so the timeout bounds the
-whole answer (a slow drip, too: a watchdog for the blocking client, ``asyncio.wait_for`` for the async
+whole answer (a slow drip, too: a watchdog for the blocking client, ``asyncio.timeout`` for the async
 one) and MAX_BODY_BYTES its size; a client without it gets ``timeout=`` and is trusted with it.
 """
 
@@ -189,12 +189,17 @@ def whole_body(create: Callable[..., Any], kwargs: dict[str, Any], surface: str,
 
 
 async def whole_body_async(create: Callable[..., Any], kwargs: dict[str, Any], surface: str) -> bytes:
-    body = bytearray()
     async with create(**kwargs) as response:
-        async for chunk in response.iter_bytes():
-            body += chunk
-            if len(body) > MAX_BODY_BYTES:
-                raise _too_big(surface)
+        return await read_async(response, surface)
+
+
+async def read_async(response: Any, surface: str) -> bytes:
+    """The whole body of a streamed response, within MAX_BODY_BYTES (the caller bounds the time)."""
+    body = bytearray()
+    async for chunk in response.iter_bytes():
+        body += chunk
+        if len(body) > MAX_BODY_BYTES:
+            raise _too_big(surface)
     return bytes(body)
 
 
@@ -212,13 +217,15 @@ async def send_async(
     create, kwargs, streamed = prepare(target, surface, request, timeout, streaming=True)
 
     async def attempt() -> object:
-        # The SDK's timeout bounds each read; wait_for bounds the whole answer (a slow drip, too).
-        if streamed:
-            return await asyncio.wait_for(whole_body_async(create, kwargs, surface), timeout)
-        response = create(**kwargs)
-        if inspect.isawaitable(response):
-            response = await asyncio.wait_for(response, timeout)
-        return response
+        # The SDK's timeout bounds each read; asyncio.timeout bounds the whole answer (a slow drip, too),
+        # in this task (wait_for made a task per request).
+        async with asyncio.timeout(timeout):
+            if streamed:
+                return await whole_body_async(create, kwargs, surface)
+            response = create(**kwargs)
+            if inspect.isawaitable(response):
+                response = await response
+            return response
 
     response = await retried_async(attempt, surface, request.model, retries, timeout)
     return _read(surface, response, request.model)

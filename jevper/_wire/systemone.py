@@ -169,7 +169,7 @@ def _distribution(value: object, keys: Sequence[str]) -> tuple[dict[str, float] 
     """The probabilities when they are a distribution over exactly ``keys``, and what is wrong otherwise."""
     if not isinstance(value, Mapping):
         return None, [f"probabilities: expected an object, got {_kind(value)}"]
-    if sorted(value) != sorted(keys):
+    if value.keys() != set(keys):
         missing = [k for k in keys if k not in value]
         extra = [k for k in value if k not in keys]
         return None, [
@@ -194,10 +194,14 @@ def _unit(name: str, value: object) -> list[str]:
 
 
 def _number(value: object) -> bool:
+    if type(value) is float:  # the common case first: a distribution is a dozen of these per answer
+        return math.isfinite(value)
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _unit_number(value: object) -> bool:
+    if type(value) is float or type(value) is int:  # NaN and infinities fail the comparison
+        return -TOLERANCE <= value <= 1 + TOLERANCE
     return isinstance(value, int | float) and _number(value) and -TOLERANCE <= value <= 1 + TOLERANCE
 
 
