@@ -89,6 +89,8 @@ class Options:
 
     def overridden(self, overrides: Overrides) -> Options:
         """These options with a call's overrides; ``extra_body`` is merged over the client's."""
+        if not overrides:
+            return self
         _known(overrides, Overrides.__annotations__)
         given: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
         if "extra_body" in given:

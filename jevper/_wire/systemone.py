@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 from jevper._errors import MalformedAnswerError
 from jevper._wire import _read as r
@@ -80,13 +80,13 @@ def read(
 
 def body_violations(body: object, questions: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """Everything a response body gets wrong against the questions asked; [] for a conforming body."""
-    if not isinstance(body, Mapping):
+    if not _is_mapping(body):
         return [f"the body: expected an object, got {_kind(body)}"]
     found: list[str] = []
     if "model" in body and (not isinstance(body["model"], str) or r.encodable(body["model"]) is None):
         found.append(f"model: expected a string that can be encoded as UTF-8, got {_kind(body['model'])}")
     answers = body.get("answers")
-    if not isinstance(answers, Mapping):
+    if not _is_mapping(answers):
         found.append(f"answers: expected an object keyed by question id, got {_kind(answers)}")
     else:
         missing = [qid for qid in questions if qid not in answers]
@@ -99,7 +99,7 @@ def body_violations(body: object, questions: Mapping[str, Mapping[str, Any]]) ->
             if qid in answers:
                 found += [f"answers[{qid!r}].{v}" for v in violations(answers[qid], question)]
     usage = body.get("usage")
-    if not isinstance(usage, Mapping):
+    if not _is_mapping(usage):
         found.append(f"usage: expected an object with input_tokens and output_tokens, got {_kind(usage)}")
     else:
         for name in ("input_tokens", "output_tokens"):
@@ -118,7 +118,7 @@ def violations(answer: object, question: Mapping[str, Any]) -> list[str]:
     Each line names the field and says what was expected and what arrived.
     """
     kind = question.get("type")
-    if not isinstance(answer, Mapping):
+    if not _is_mapping(answer):
         return [f"answer: expected an object, got {_kind(answer)}"]
     found: list[str] = []
     if answer.get("type") != kind:
@@ -156,7 +156,7 @@ def _score(answer: Mapping[str, Any], levels: list[Any]) -> list[str]:
         if abs(score - expected) > TOLERANCE * max(1, len(levels)):
             found.append(f"score: expected the expected level index {expected:.6g}, got {score!r}")
     legend = answer.get("legend")
-    if not isinstance(legend, Mapping):
+    if not _is_mapping(legend):
         found.append(f"legend: expected an object of level index to level, got {_kind(legend)}")
     else:
         named = dict(zip(keys, levels, strict=True))
@@ -167,7 +167,7 @@ def _score(answer: Mapping[str, Any], levels: list[Any]) -> list[str]:
 
 def _distribution(value: object, keys: Sequence[str]) -> tuple[dict[str, float] | None, list[str]]:
     """The probabilities when they are a distribution over exactly ``keys``, and what is wrong otherwise."""
-    if not isinstance(value, Mapping):
+    if not _is_mapping(value):
         return None, [f"probabilities: expected an object, got {_kind(value)}"]
     if value.keys() != set(keys):
         missing = [k for k in keys if k not in value]
@@ -203,6 +203,11 @@ def _unit_number(value: object) -> bool:
     if type(value) is float or type(value) is int:  # NaN and infinities fail the comparison
         return -TOLERANCE <= value <= 1 + TOLERANCE
     return isinstance(value, int | float) and _number(value) and -TOLERANCE <= value <= 1 + TOLERANCE
+
+
+def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
+    # A parsed body's objects are dicts: checked before the slower abstract-class test.
+    return type(value) is dict or isinstance(value, Mapping)
 
 
 def _kind(value: object) -> str:

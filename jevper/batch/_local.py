@@ -173,7 +173,8 @@ async def _batch(
     finally:
         journal.close()
     if not unreachable:
-        parts.commit(index, out)
+        # Written and fsynced on a thread: the other batch's rows go on being asked meanwhile.
+        await asyncio.to_thread(parts.commit, index, out)
 
 
 def progress_line(tally: Tally, width: int) -> str:

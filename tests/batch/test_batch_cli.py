@@ -215,7 +215,7 @@ def test_a_run_sigkilled_mid_way_and_resumed_holds_each_id_once_and_asks_again_o
     asked_first = posts(faults) - before
     assert n // 3 <= asked_first < n, "the first run was not killed mid-way"
     parts = tmp_path / "out.parquet.parts"
-    assert any(parts.glob("part-*.arrow")) and any(parts.glob("journal-*.jsonl"))
+    assert any(parts.glob("part-*.arrow")) and any(parts.glob("journal-*.bin"))
 
     again = batch_cli(
         rows, "out.parquet", "--questions", questions, *server_args(faults, "--resume"), cwd=tmp_path
