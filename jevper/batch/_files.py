@@ -94,16 +94,32 @@ class Input:
             raise InvalidQuestionError(
                 f"id_column {id_column!r}: expected integers or strings, got {kind}; give each row an id"
             )
-        chunks: list[pa.Array] = []
+        rows = 0
+        last: Any = None
+        increasing = True
         for batch in self._read(columns=[id_column]):
-            chunks.append(batch.column(0))
+            column = batch.column(0)
+            if column.null_count:
+                first = rows + pc.index(pc.is_null(column), True).as_py()
+                raise InvalidQuestionError(
+                    f"id_column {id_column!r}: expected an id on every row, got none on row {first}"
+                )
+            rows += len(column)
+            if increasing and len(column):
+                # Ids in increasing order (a row number, a sorted key) are unique: checked in constant
+                # memory. Only other orders are counted whole (memory in proportion to the rows).
+                step = len(column) == 1 or pc.all(
+                    pc.less(column.slice(0, len(column) - 1), column.slice(1))
+                ).as_py()
+                increasing = bool(step) and (last is None or last < column[0].as_py())
+                last = column[-1].as_py()
+        if not increasing:
+            self._check_unique(id_column, kind)
+        return Checked(rows, schema)
+
+    def _check_unique(self, id_column: str, kind: pa.DataType) -> None:
+        chunks = [batch.column(0) for batch in self._read(columns=[id_column])]
         ids = pa.chunked_array(chunks, type=kind) if chunks else pa.chunked_array([], type=kind)
-        if ids.null_count:
-            first = pc.index(pc.is_null(ids), True).as_py()
-            raise InvalidQuestionError(
-                f"id_column {id_column!r}: expected an id on every row, got none on row {first} "
-                f"({ids.null_count} row(s) without one)"
-            )
         counts = pc.value_counts(ids)
         twice = pc.filter(counts, pc.greater(counts.field("counts"), 1))
         if len(twice):
@@ -112,7 +128,6 @@ class Input:
                 f"id_column {id_column!r}: expected every id once, got {len(twice)} id(s) more than once, "
                 f"e.g. {shown}; the output is keyed by id"
             )
-        return Checked(len(ids), schema)
 
     def batches(self, rows: int) -> Iterator[pa.RecordBatch]:
         """The input in batches of ``rows`` rows (the last one shorter)."""
@@ -121,7 +136,10 @@ class Input:
     def _read(self, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
         try:
             if self.format == "parquet":
-                yield from pq.ParquetFile(self.path).iter_batches(batch_size=_CHUNK, columns=columns)
+                # Column chunks read a megabyte at a time: a file of one large row group would
+                # otherwise be held whole while it is read.
+                reader = pq.ParquetFile(self.path, buffer_size=1 << 20, pre_buffer=False)
+                yield from reader.iter_batches(batch_size=_CHUNK, columns=columns)
             elif self.format == "csv":
                 yield from self._read_csv(columns)
             else:

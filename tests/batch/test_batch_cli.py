@@ -263,3 +263,25 @@ def test_a_parquet_input_keeps_its_column_types_in_the_output(
     assert done.returncode == 0, done.stderr
     out = pq.read_table(tmp_path / "out.parquet")
     assert out.schema.field("id").type == pa.int32() and out.column("score").to_pylist() == [1.5, 2.5]
+
+
+@pytest.mark.parametrize(
+    ("ids", "twice"),
+    [
+        (list(range(20_000)), None),  # increasing across the reader's chunks of 8,192: checked as it streams
+        (list(range(20_000))[::-1], None),  # unique but in no order: counted whole
+        ([f"k{i}" for i in range(9_000)] + ["k5"], "k5"),  # increasing until the last chunk repeats one
+        ([5, 3, 9, 3], 3),
+    ],
+)
+def test_ids_are_checked_once_in_any_order_before_the_run(tmp_path: Path, ids: list[Any], twice: Any) -> None:
+    from jevper import InvalidQuestionError
+    from jevper.batch._files import Input
+
+    pq.write_table(pa.table({"id": ids, "state": ["x"] * len(ids)}), tmp_path / "in.parquet")
+    source = Input(tmp_path / "in.parquet")
+    if twice is None:
+        assert source.check("id").rows == len(ids)
+        return
+    with pytest.raises(InvalidQuestionError, match=f"more than once, e.g. \\[{twice!r}\\]"):
+        source.check("id")
