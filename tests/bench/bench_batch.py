@@ -1,12 +1,20 @@
 """The batch engine (`python -m jevper.batch`) against the raw async SDK, side by side in one run.
 
 - Rows/s over the instant server (its own process, answering every POST /v1/systemone with the System
-  One body recorded from callo 0.3.1 over llama.cpp b11549): the local engine reading a Parquet file
-  and writing one, against the openai SDK's own ``post()`` of the same bodies at the same concurrency,
-  with no jevper at all (reading the same file). Each side runs in a process of its own, timed from
-  after its imports to its last row; ``JEVPER_BENCH_ROWS`` (``scripts/bench batch --rows N``) sets the
-  rows (100,000 by default).
-- Peak memory: the engine's resident peak at those rows against a tenth of them.
+  One body recorded from callo 0.3.1 over llama.cpp b11549). Both sides do the same work: each reads
+  the same Parquet file of (id, state) rows, sends each row the very body the engine sends (the
+  questions object as jevper sends it, read back from the server after a first request) at the same
+  concurrency (CONCURRENCY requests in flight), and writes a Parquet file of each row's id and answers
+  as it goes. The raw side is the openai SDK's own ``post()`` with no jevper at all, writing each
+  row's ``answers`` as JSON text; the engine is the command line, writing its struct columns (and its
+  journal and parts, which a resumed run needs). The async client alone, doing what the raw side does
+  through ``AsyncSystemOneClient.system_one``, shows the client's share. Each side runs in a process of
+  its own, timed from after its imports to its output's close; the raw side and the engine alternate,
+  twice each, and the faster run of each is kept. ``JEVPER_BENCH_ROWS`` (``scripts/bench batch --rows
+  N``) sets the rows (100,000 by default).
+- Peak memory: the engine's resident peak at those rows against a tenth of them. With more than
+  100,000 rows (``--rows 1000000``) only the memory pair runs (the engine at N and N/10, once each):
+  the speed figures and the llama.cpp figure of the last run are kept as they were.
 - Two embedded llama.cpp servers (two slots each): the batch core over both against their combined
   ceiling, raw concurrent SDK calls of the very request bodies the core sent (captured on a first pass)
   split over the two servers, two at a time each. Alternating rounds; the faster of each side is kept.
@@ -21,14 +29,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pyarrow as pa
 import pyarrow.parquet as pq
-from _loopback import instant_server
-from _report import ROOT, Figure, Section, load_average
+from _loopback import InstantServer, instant_server
+from _report import ROOT, Figure, Section, load_average, load_sections, now
 
 from jevper.batch import BatchClassifier, Server
 from jevper.servers.llamacpp import spawn_llamacpp
@@ -65,34 +74,48 @@ used = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"status": status, "seconds": took, "cpu": used.ru_utime + used.ru_stime - cpu0,
                   "peak_kib": used.ru_maxrss}))
 """
-#: The same requests with the openai SDK alone: each row's System One body, CONCURRENCY at a time; with
-#: ``client`` as the sixth argument, through AsyncSystemOneClient (the client's share of the cost).
+#: The same requests with the openai SDK alone: each row's body as the engine sends it, CONCURRENCY at a
+#: time, each row's id and answers written as it is done; with ``client`` as the seventh argument,
+#: through AsyncSystemOneClient (the client's share of the cost).
 RAW = """
 import asyncio, json, resource, sys, time
-import openai, pyarrow.parquet as pq
-path, url, model, questions_file, concurrency = sys.argv[1:6]
-through_client = sys.argv[6:] == ["client"]
+import openai, pyarrow as pa, pyarrow.parquet as pq
+path, out, url, model, questions_file, concurrency = sys.argv[1:7]
+through_client = sys.argv[7:] == ["client"]
+if through_client:
+    from jevper import AsyncSystemOneClient
 questions = json.load(open(questions_file))
+schema = pa.schema([("id", pa.int64()), ("answers", pa.string())])
 
 async def main():
     sdk = openai.AsyncOpenAI(base_url=url, api_key="none", max_retries=0)
     if through_client:
-        from jevper import AsyncSystemOneClient
         client = AsyncSystemOneClient(sdk, model=model, api="systemone", max_concurrency=int(concurrency))
-    batches = pq.ParquetFile(path).iter_batches(columns=["state"])
-    states = (s for b in batches for s in b.column(0).to_pylist())
+    batches = pq.ParquetFile(path).iter_batches(batch_size=1024, columns=["id", "state"])
+    rows = ((i, s) for b in batches for i, s in zip(b.column(0).to_pylist(), b.column(1).to_pylist()))
+    ids, texts = [], []
     answered = 0
-    async def work():
-        nonlocal answered
-        for state in states:
-            if through_client:
-                answers = (await client.system_one(state=state, questions=questions)).answers
+    with pq.ParquetWriter(out, schema) as writer:
+        def flush():
+            writer.write_batch(pa.record_batch([pa.array(ids, pa.int64()), pa.array(texts, pa.string())],
+                                               schema=schema))
+            ids.clear(); texts.clear()
+        async def work():
+            nonlocal answered
+            for row_id, state in rows:
+                if through_client:
+                    answers = (await client.system_one(state=state, questions=questions)).to_api()["answers"]
+                else:
+                    body = await sdk.post("/systemone", body={"model": model, "state": state,
+                                          "questions": questions}, cast_to=object)
+                    answers = body["answers"]
                 answered += bool(answers)
-                continue
-            body = await sdk.post("/systemone", body={"model": model, "state": state, "questions": questions},
-                                  cast_to=object)
-            answered += bool(body["answers"])
-    await asyncio.gather(*(work() for _ in range(int(concurrency))))
+                ids.append(row_id); texts.append(json.dumps(answers))
+                if len(ids) >= 1024:
+                    flush()
+        await asyncio.gather(*(work() for _ in range(int(concurrency))))
+        if ids:
+            flush()
     return answered
 
 started = time.perf_counter()
@@ -108,13 +131,16 @@ print(json.dumps({"answered": answered, "seconds": took,
 
 def run() -> Section:
     rows = int(os.environ.get("JEVPER_BENCH_ROWS", "100000"))
+    command = "scripts/bench batch" + (f" --rows {rows}" if rows != 100_000 else "")
     with tempfile.TemporaryDirectory() as scratch:
+        if rows > 100_000:
+            return _memory_only(Path(scratch), rows, command)
         figures, notes = _instant(Path(scratch), rows)
         llama, llama_notes = _llamas()
     return Section(
         key="batch",
         title="Batch engine",
-        command="scripts/bench batch" + (f" --rows {rows}" if rows != 100_000 else ""),
+        command=command,
         figures=[*figures, *llama],
         notes=[*notes, *llama_notes],
     )
@@ -123,28 +149,58 @@ def run() -> Section:
 # --- the instant server ---------------------------------------------------------------------------
 
 
-def _instant(scratch: Path, rows: int) -> tuple[list[Figure], list[str]]:
+def _prepared(scratch: Path, counts: tuple[int, ...]) -> tuple[str, bytes]:
+    """The questions file and the inputs of ``counts`` rows; returns the model and the answer body."""
     recorded = json.loads(RECORDED.read_text())
-    questions = recorded["request"]["body"]["questions"]
-    model = recorded["request"]["body"]["model"]
-    body = json.dumps(json.loads(recorded["body"]), separators=(",", ":")).encode()
-    (scratch / "q.json").write_text(json.dumps(questions))
-    small = max(1, rows // 10)
-    for n in (rows, small):
+    (scratch / "q.json").write_text(json.dumps(recorded["request"]["body"]["questions"]))
+    for n in counts:
         pq.write_table(_table(n), scratch / f"in-{n}.parquet")
+    body = json.dumps(json.loads(recorded["body"]), separators=(",", ":")).encode()
+    return str(recorded["request"]["body"]["model"]), body
+
+
+def _sent_questions(scratch: Path, server: InstantServer, model: str) -> Path:
+    """The questions object as the engine sends it, read back from the server after one request."""
+    from openai import AsyncOpenAI
+
+    from jevper import AsyncSystemOneClient
+
+    async def ask() -> None:
+        sdk = AsyncOpenAI(base_url=server.base_url, api_key="none", max_retries=0)
+        client = AsyncSystemOneClient(sdk, model=model, api="systemone")
+        await client.system_one(state=STATES[0], questions=json.loads((scratch / "q.json").read_text()))
+        await sdk.close()
+
+    asyncio.run(ask())
+    sent = scratch / "q-sent.json"
+    sent.write_text(json.dumps(server.last_body()["questions"]))
+    return sent
+
+
+def _instant(scratch: Path, rows: int) -> tuple[list[Figure], list[str]]:
+    small = max(1, rows // 10)
+    model, body = _prepared(scratch, (rows, small))
     with instant_server(body, scratch) as server:
-        raw_args = (str(scratch / f"in-{rows}.parquet"), server.base_url, model, str(scratch / "q.json"))
+        sent = _sent_questions(scratch, server, model)
+        raw_args = (
+            str(scratch / f"in-{rows}.parquet"),
+            str(scratch / "raw.parquet"),
+            server.base_url,
+            model,
+            str(sent),
+        )
         raw = _process(RAW, *raw_args, str(CONCURRENCY))
         engine = _engine(scratch, rows, server.base_url, model)
         raw_again = _process(RAW, *raw_args, str(CONCURRENCY))
         engine_again = _engine(scratch, rows, server.base_url, model)
         client = _process(RAW, *raw_args, str(CONCURRENCY), "client")
         engine_small = _engine(scratch, small, server.base_url, model)
+    for result in (raw, raw_again, client):
+        if result["answered"] != rows:
+            raise RuntimeError(f"the raw side answered {result['answered']} rows of {rows}")
     raw_rate = rows / min(raw["seconds"], raw_again["seconds"])
     engine_rate = rows / min(engine["seconds"], engine_again["seconds"])
     ratio = engine_rate / raw_rate
-    peak = max(engine["peak_kib"], engine_again["peak_kib"]) / 1024
-    peak_small = engine_small["peak_kib"] / 1024
     load = load_average()
     figures = [
         Figure(
@@ -160,23 +216,53 @@ def _instant(scratch: Path, rows: int) -> tuple[list[Figure], list[str]]:
             f"{rows / client['seconds']:.0f} rows/s; CPU per row: engine {_per_row(engine, rows)} ms, raw "
             f"{_per_row(raw, rows)} ms, client {_per_row(client, rows)} ms; {CONCURRENCY} in flight",
         ),
-        Figure(
-            f"batch peak memory, {rows:,} vs {small:,} rows",
-            peak / peak_small,
-            "x",
-            f"<= {MAX_MEMORY}",
-            peak / peak_small <= MAX_MEMORY,
-            load,
-            f"{peak:.0f} MiB vs {peak_small:.0f} MiB resident at peak "
-            f"(raw SDK: {raw['peak_kib'] / 1024:.0f} MiB)",
-        ),
+        _memory_figure(rows, small, max(engine["peak_kib"], engine_again["peak_kib"]), engine_small, load),
     ]
     notes = [
-        f"Instant server: the engine reads a Parquet file of {rows:,} rows (id, state) and writes one; "
-        "the raw side reads the same states and posts each body with the openai SDK's own post(), keeping "
-        "nothing.",
+        f"Instant server: both sides read a Parquet file of {rows:,} rows (id, state), send each row the "
+        f"body the engine sends, {CONCURRENCY} in flight, and write a Parquet file of every row's id and "
+        "answers; the raw side is the openai SDK's own post() and keeps each answer as JSON text, the "
+        "engine also journals every row and commits a part per 1,024 rows (what --resume needs).",
     ]
     return figures, notes
+
+
+def _memory_figure(
+    rows: int, small: int, peak_kib: int, engine_small: dict[str, Any], load: list[float]
+) -> Figure:
+    peak, peak_small = peak_kib / 1024, engine_small["peak_kib"] / 1024
+    return Figure(
+        f"batch peak memory, {rows:,} vs {small:,} rows",
+        peak / peak_small,
+        "x",
+        f"<= {MAX_MEMORY}",
+        peak / peak_small <= MAX_MEMORY,
+        load,
+        f"{peak:.0f} MiB vs {peak_small:.0f} MiB resident at peak",
+    )
+
+
+def _memory_only(scratch: Path, rows: int, command: str) -> Section:
+    """The engine at ``rows`` and a tenth of them, once each; the last run's other figures are kept."""
+    small = rows // 10
+    model, body = _prepared(scratch, (rows, small))
+    with instant_server(body, scratch) as server:
+        big = _engine(scratch, rows, server.base_url, model)
+        engine_small = _engine(scratch, small, server.base_url, model)
+    figure = _memory_figure(rows, small, big["peak_kib"], engine_small, load_average())
+    rate = rows / big["seconds"]
+    detail = f"{figure.detail}; {rows:,} rows at {rate:.0f} rows/s, measured {now()} by `{command}`"
+    figure = replace(figure, detail=detail)
+    earlier = load_sections().get("batch")
+    kept = [f for f in earlier.figures if not f.name.startswith("batch peak memory")] if earlier else []
+    return Section(
+        key="batch",
+        title="Batch engine",
+        command=earlier.command if earlier else command,
+        figures=[*kept, figure],
+        notes=earlier.notes if earlier else [],
+        measured_at=earlier.measured_at if earlier else now(),
+    )
 
 
 def _per_row(result: dict[str, Any], rows: int) -> str:
