@@ -108,9 +108,10 @@ class Input:
             if increasing and len(column):
                 # Ids in increasing order (a row number, a sorted key) are unique: checked in constant
                 # memory. Only other orders are counted whole (memory in proportion to the rows).
-                step = len(column) == 1 or pc.all(
-                    pc.less(column.slice(0, len(column) - 1), column.slice(1))
-                ).as_py()
+                step = (
+                    len(column) == 1
+                    or pc.all(pc.less(column.slice(0, len(column) - 1), column.slice(1))).as_py()
+                )
                 increasing = bool(step) and (last is None or last < column[0].as_py())
                 last = column[-1].as_py()
         if not increasing:
