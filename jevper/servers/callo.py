@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from jevper.servers.llamacpp import spawn_llamacpp
 from jevper.servers.model import EMBEDDED_MODEL_NAME, MODEL_ALIAS
@@ -26,13 +26,16 @@ SERVE_ARGS: tuple[str, ...] = ("--s1-slots", "1")
 
 
 @contextlib.contextmanager
-def spawn_callo(*, api_key: str | None = None, startup_timeout: float = 180.0) -> Iterator[SpawnedServer]:
+def spawn_callo(
+    *, api_key: str | None = None, startup_timeout: float = 180.0, upstream_args: Sequence[str] = ()
+) -> Iterator[SpawnedServer]:
     """The embedded llama.cpp with two slots, and callo in front of it; both stopped on exit.
 
     callo takes no API key of its own; a key given here protects the upstream, which callo is told.
+    ``upstream_args`` go to llama.cpp after UPSTREAM_ARGS (the last of a repeated flag wins).
     """
     env = tool_env("callo", CALLO_REQUIREMENT)
-    with spawn_llamacpp(api_key=api_key, extra_args=UPSTREAM_ARGS) as upstream:
+    with spawn_llamacpp(api_key=api_key, extra_args=(*UPSTREAM_ARGS, *upstream_args)) as upstream:
         root = upstream.base_url.removesuffix("/v1")
         command = [str(env.program("callo")), "serve", "--upstream", root, "--host", "127.0.0.1"]
         command += ["--port", PORT, *SERVE_ARGS]

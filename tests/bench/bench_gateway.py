@@ -11,8 +11,9 @@
   servers (callo's recipe: two slots of 4,096 tokens, /slots and /props), one behind the gateway with
   its defaults (no --api, no --method), one behind it with `--api chat_completions --method grammar`,
   one behind callo 0.3.1. Requests of three questions (a choice, a noul, a score), four at a time (the
-  gateways' --max-in-flight), in alternating rounds; the gateway with defaults answers 200 of them in
-  all, counted for 5xx, and its resident memory is read after each round.
+  gateways' --max-in-flight), in short alternating rounds; the gateway with defaults answers 200 of
+  them, counted for 5xx, then runs alone at its limit for three minutes while its resident memory is
+  read every half second (start after its first round, end, peak).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import asyncio
 import json
 import statistics
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -135,9 +137,15 @@ async def _throughput(upstream: str, gateway: str) -> tuple[float, float]:
     return min(runs["gateway"]), min(runs["direct"])
 
 
-#: Side by side: requests of three questions, four at a time; the defaults answer DEFAULT_ROUNDS rounds.
-ROUND, AT_ONCE, DEFAULT_ROUNDS, OTHER_ROUNDS = 50, 4, 4, 2
-MIN_DEFAULTS_VS_BEST, MIN_DEFAULTS_VS_CALLO = 0.9, 2.0
+#: Side by side: requests of three questions, four at a time (the gateways' --max-in-flight), in short
+#: rounds that alternate (the machine is shared: a neighbour's load falls on every side alike).
+ROUND, AT_ONCE, CYCLES, CALLO_EVERY = 8, 4, 25, 3
+#: Then the gateway with its defaults alone at its limit this long, its resident memory read meanwhile.
+MEMORY_S, SAMPLE_S = 180.0, 0.5
+MIN_DEFAULTS_VS_BEST, MIN_DEFAULTS_VS_CALLO, MAX_GROWTH_MIB = 0.9, 2.0, 5.0
+#: One compute thread per upstream: with two on a shared two-core machine a thread waits for a
+#: descheduled peer (measured here: 30 rows at 0.57 rows/s with two at load 5, 4.0-4.9 with one).
+ONE_THREAD = ("--threads", "1")
 THREE = {
     "team": {"type": "choice", "instructions": "Which team should handle this?", "criteria": CRITERIA},
     "refund": {"type": "noul", "instructions": "Does the customer want money back?"},
@@ -153,11 +161,10 @@ THREE = {
 class Side:
     name: str
     root: str
-    pid: int | None = None
     seconds: float = 0.0
     answered: int = 0
     statuses: Counter[int] = field(default_factory=Counter)
-    rss_mib: list[float] = field(default_factory=list)
+    rates: list[float] = field(default_factory=list)  # per round
 
     @property
     def rate(self) -> float:
@@ -167,8 +174,8 @@ class Side:
         return sum(n for status, n in self.statuses.items() if status >= 500)
 
 
-def _statuses(side: Side) -> dict[int, int]:
-    return dict(sorted(side.statuses.items()))
+def _statuses(statuses: Counter[int]) -> dict[int, int]:
+    return dict(sorted(statuses.items()))
 
 
 def _rss_mib(pid: int) -> float:
@@ -178,48 +185,124 @@ def _rss_mib(pid: int) -> float:
     return float("nan")
 
 
-async def _round(side: Side, first: int) -> None:
+class Sampler:
+    """A process's resident memory, read every SAMPLE_S seconds on a thread of its own: (seconds, MiB)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._began = time.perf_counter()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.perf_counter() - self._began, _rss_mib(self.pid)))
+            self._stop.wait(SAMPLE_S)
+
+    def mark(self) -> float:
+        """Seconds since the sampler started (to cut the samples at a moment)."""
+        return time.perf_counter() - self._began
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+async def _post_all(
+    root: str, first: int, count: int | None, until: float | None, statuses: Counter[int]
+) -> int:
+    """Requests of three questions, AT_ONCE at a time: ``count`` of them, or as many as fit until
+    ``until`` (perf_counter); each 200 must carry exactly its own question ids. Returns how many."""
     gate = asyncio.Semaphore(AT_ONCE)
-    async with httpx.AsyncClient(base_url=side.root, timeout=300) as http:
+    sent = 0
+    async with httpx.AsyncClient(base_url=root, timeout=300) as http:
 
         async def one(i: int) -> None:
-            async with gate:
-                body = {"state": f"{STATE} Ticket {i}.", "questions": THREE}
-                reply = await http.post("/v1/systemone", json=body)
-            side.statuses[reply.status_code] += 1
+            ids = {f"{name}-{i}": q for name, q in THREE.items()}
+            reply = await http.post("/v1/systemone", json={"state": f"{STATE} Ticket {i}.", "questions": ids})
+            statuses[reply.status_code] += 1
+            if reply.status_code == 200:
+                assert set(reply.json()["answers"]) == set(ids), reply.text[:300]
+            else:
+                print(f"    {root} request {i}: {reply.status_code} {reply.text[:300]}", flush=True)
 
-        started = time.perf_counter()
-        await asyncio.gather(*(one(first + i) for i in range(ROUND)))
-        side.seconds += time.perf_counter() - started
+        async def worker() -> None:
+            nonlocal sent
+            while (count is None or sent < count) and (until is None or time.perf_counter() < until):
+                sent += 1
+                async with gate:
+                    await one(first + sent)
+
+        await asyncio.gather(*(worker() for _ in range(AT_ONCE)))
+    return sent
+
+
+def _round(side: Side, first: int) -> None:
+    started = time.perf_counter()
+    asyncio.run(_post_all(side.root, first, ROUND, None, side.statuses))
+    took = time.perf_counter() - started
+    side.seconds += took
     side.answered += ROUND
-    if side.pid is not None:
-        side.rss_mib.append(_rss_mib(side.pid))
+    side.rates.append(ROUND / took)
+    print(f"    {side.name}: {ROUND / took:.2f} requests/s (load {load_average()[0]})", flush=True)
 
 
-def _side_by_side() -> tuple[Side, Side, Side]:
+@dataclass
+class Memory:
+    samples: list[tuple[float, float]]
+    warm_at: float  # seconds: after the first round, once start-up's allocations are done
+    seconds: float  # at its limit, in all
+    requests: int
+    statuses: Counter[int]
+
+    @property
+    def warm(self) -> list[float]:
+        return [mib for at, mib in self.samples if at >= self.warm_at]
+
+    def start_end_peak(self) -> tuple[float, float, float]:
+        warm = self.warm or [float("nan")]
+        return warm[0], warm[-1], max(warm)
+
+
+def _side_by_side() -> tuple[Side, Side, Side, Memory]:
     # A timeout no loaded machine reaches: a slow answer is counted in the rate, never as a 504.
     gateway_flags = ("--max-in-flight", str(AT_ONCE), "--timeout", "300")
     best_flags = ("--method", "grammar", *gateway_flags)
     with (
-        spawn_llamacpp(extra_args=CALLO_UPSTREAM) as up_defaults,
-        spawn_llamacpp(extra_args=CALLO_UPSTREAM) as up_best,
+        spawn_llamacpp(extra_args=(*CALLO_UPSTREAM, *ONE_THREAD)) as up_defaults,
+        spawn_llamacpp(extra_args=(*CALLO_UPSTREAM, *ONE_THREAD)) as up_best,
         spawn_gateway(upstream=(up_defaults.base_url, MODEL), pool=2, options=gateway_flags) as defaults_gw,
         spawn_gateway(
             upstream=(up_best.base_url, MODEL), api="chat_completions", pool=2, options=best_flags
         ) as best_gw,
-        spawn_callo() as callo,
+        spawn_callo(upstream_args=ONE_THREAD) as callo,
+        Sampler(int(defaults_gw.extra["pid"])) as sampler,
     ):
-        defaults = Side("defaults", defaults_gw.base_url.removesuffix("/v1"), int(defaults_gw.extra["pid"]))
+        defaults = Side("defaults", defaults_gw.base_url.removesuffix("/v1"))
         best = Side("--api chat_completions --method grammar", best_gw.base_url.removesuffix("/v1"))
         callo_side = Side(f"callo {callo.version}", callo.base_url.removesuffix("/v1"))
-        defaults.rss_mib.append(_rss_mib(int(defaults_gw.extra["pid"])))
-        order = [defaults, best, callo_side]
-        rounds = {defaults.name: DEFAULT_ROUNDS, best.name: OTHER_ROUNDS, callo_side.name: OTHER_ROUNDS}
-        for k in range(DEFAULT_ROUNDS):
-            for side in order[k % 3 :] + order[: k % 3]:  # each goes first in turn
-                if k < rounds[side.name]:
-                    asyncio.run(_round(side, k * ROUND))
-    return defaults, best, callo_side
+        at_limit = 0.0
+        warm_at = 0.0
+        for k in range(CYCLES):
+            order = [defaults, best] + ([callo_side] if k % CALLO_EVERY == 0 else [])
+            shift = k % len(order)
+            for side in order[shift:] + order[:shift]:  # each goes first in turn
+                _round(side, k * ROUND)
+                if side is defaults and not warm_at:
+                    warm_at = sampler.mark()
+        at_limit = defaults.seconds
+        print(f"    defaults alone at --max-in-flight {AT_ONCE} for {MEMORY_S:.0f} s ...", flush=True)
+        statuses: Counter[int] = Counter()
+        began = time.perf_counter()
+        sent = asyncio.run(_post_all(defaults.root, 10**6, None, began + MEMORY_S, statuses))
+        at_limit += time.perf_counter() - began
+    memory = Memory(sampler.samples, warm_at, at_limit, sent, statuses)
+    return defaults, best, callo_side, memory
 
 
 def run() -> Section:
@@ -252,14 +335,21 @@ def run() -> Section:
     ratio = direct_s / gateway_s
     load = load_average()
     questions = REQUESTS * PER_REQUEST
-    defaults, best, callo = _side_by_side()
+    defaults, best, callo, memory = _side_by_side()
     side_load = load_average()
     vs_best, vs_callo = defaults.rate / best.rate, defaults.rate / callo.rate
-    rss = defaults.rss_mib
+    # Rounds of one cycle ran back to back, under much the same load from the machine's other work.
+    paired_best = statistics.median(d / b for d, b in zip(defaults.rates, best.rates, strict=True))
+    with_callo = defaults.rates[::CALLO_EVERY]
+    paired_callo = statistics.median(d / c for d, c in zip(with_callo, callo.rates, strict=True))
+    start, end, peak = memory.start_end_peak()
+    growth = end - start
     shown = "; ".join(
-        f"{s.name} {s.rate:.2f} requests/s ({s.answered} requests, statuses {_statuses(s)})"
+        f"{s.name} {s.rate:.2f} requests/s ({s.answered} requests, statuses {_statuses(s.statuses)}; "
+        f"rounds {', '.join(f'{r:.2f}' for r in s.rates)})"
         for s in (defaults, best, callo)
     )
+    every = sorted(mib for _, mib in memory.samples)
     return Section(
         key="gateway",
         title="Gateway (python -m jevper.serve)",
@@ -294,17 +384,18 @@ def run() -> Section:
                 f"≥ {MIN_DEFAULTS_VS_BEST}x",
                 vs_best >= MIN_DEFAULTS_VS_BEST,
                 side_load,
-                shown,
+                f"{shown}; the median of the cycles' paired ratios {paired_best:.3f}",
             ),
             Figure(
-                "gateway with its defaults ÷ callo over the same upstream, requests/s",
+                "gateway with its defaults ÷ callo over the same kind of upstream, requests/s",
                 vs_callo,
                 "x",
                 f"≥ {MIN_DEFAULTS_VS_CALLO}x",
                 vs_callo >= MIN_DEFAULTS_VS_CALLO,
                 side_load,
                 f"{defaults.rate:.2f} against {callo.rate:.2f} requests/s of three questions, "
-                f"{AT_ONCE} at a time",
+                f"{AT_ONCE} at a time, each over its own identical llama.cpp; the median of the paired "
+                f"ratios of the cycles callo ran in {paired_callo:.3f}",
             ),
             Figure(
                 f"5xx answers in {defaults.answered} requests of three questions, gateway defaults",
@@ -313,17 +404,20 @@ def run() -> Section:
                 "0",
                 defaults.five_xx() == 0,
                 side_load,
-                f"statuses {_statuses(defaults)}",
+                f"statuses {_statuses(defaults.statuses)}; then {memory.requests} more alone at its limit: "
+                f"statuses {_statuses(memory.statuses)}",
             ),
             Figure(
-                "gateway resident memory, growth over the rounds at its in-flight limit",
-                rss[-1] - rss[1] if len(rss) > 2 else float("nan"),
-                "MiB",
-                "≤ 5 MiB",
-                len(rss) > 2 and rss[-1] - rss[1] <= 5,
+                "gateway resident memory at its in-flight limit: end ÷ start",
+                end / start,
+                "x",
+                f"growth ≤ {MAX_GROWTH_MIB:g} MiB",
+                growth <= MAX_GROWTH_MIB,
                 side_load,
-                f"after start-up and after each round of {ROUND}: {', '.join(f'{m:.1f}' for m in rss)} MiB "
-                f"({defaults.seconds:.0f} s at --max-in-flight {AT_ONCE} with {AT_ONCE} at a time)",
+                f"start {start:.1f} MiB (after its first round of {ROUND}), end {end:.1f} MiB, peak "
+                f"{peak:.1f} MiB, growth {growth:+.1f} MiB; {memory.seconds:.0f} s at --max-in-flight "
+                f"{AT_ONCE} with {AT_ONCE} at a time, {defaults.answered + memory.requests} requests; "
+                f"{len(memory.samples)} samples every {SAMPLE_S:g} s (from {every[0]:.1f} MiB at start-up)",
             ),
         ],
         notes=[
@@ -331,6 +425,15 @@ def run() -> Section:
             "server in another, the client in this one; a pair alternates which side goes first. The "
             f"throughput: the embedded llama.cpp with `{' '.join(serve_args)}`, `method='grammar'` and "
             "`max_tokens: 1` on both sides.",
+            "Side by side: three identical llama.cpp b11549 servers "
+            f"({' '.join((*CALLO_UPSTREAM, *ONE_THREAD))}, "
+            "SmolLM2-135M), one behind each side: the gateway with its defaults, the gateway with "
+            f"`--api chat_completions --method grammar` (both `--pool 2 --max-in-flight {AT_ONCE}`), and "
+            f"callo (`--s1-slots 1`, its own environment). Rounds of {ROUND} requests of three questions "
+            f"(a choice, a noul, a score), {AT_ONCE} at a time; {CYCLES} cycles, each a round of the "
+            f"defaults and of the best setting (and of callo every {CALLO_EVERY}rd), in rotating order; a "
+            "rate is requests over the seconds its rounds took. Then the defaults alone at their limit "
+            f"for {MEMORY_S:.0f} s; its gateway's VmRSS read every {SAMPLE_S:g} s throughout.",
         ],
     )
 
