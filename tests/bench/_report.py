@@ -1,8 +1,9 @@
 """Benchmark results as data, and reports/performance.md rendered from them.
 
 Each benchmark returns a ``Section`` of ``Figure``s; the runner keeps the latest section of each kind
-in artifacts/bench/results.json, so running one benchmark regenerates the report with the others'
-last numbers (each section carries its own date and load average).
+in reports/performance.json, committed beside the report, so running one benchmark in any checkout
+regenerates the report with the others' last committed numbers (each section carries its own date and
+load average).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "artifacts" / "bench" / "results.json"
+RESULTS = ROOT / "reports" / "performance.json"
 REPORT = ROOT / "reports" / "performance.md"
 ORDER = ("client", "throughput", "cache", "probe", "suite", "gateway", "batch", "engines")
 

@@ -2,7 +2,7 @@
 
 Names: client, throughput, cache, probe, suite (default: all, in that order), and ``profile``, which
 prints a cProfile of the client-overhead benchmark instead of measuring. Sections not run keep their
-last recorded numbers (artifacts/bench/results.json), each with its own date.
+last committed numbers (reports/performance.json), each with its own date.
 """
 
 from __future__ import annotations
