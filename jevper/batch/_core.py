@@ -16,8 +16,9 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from jevper import AsyncSystemOneClient, InvalidQuestionError
+from jevper import AsyncSystemOneClient, InvalidQuestionError, __version__
 from jevper._upstreams import Upstream, Upstreams, blame
+from jevper.batch._http import HTTPClient
 from jevper.batch._schema import RESERVED, Row, result_columns, result_fields
 from jevper.models import sdk_for
 from jevper.questions import Question, as_question
@@ -260,17 +261,16 @@ class BatchClassifier:
         return self._pool
 
     def _connect(self, server: Upstream) -> AsyncSystemOneClient:
-        key = server.api_key or "none"
         sdk: object
         if sdk_for(self.client_options["api"]) == "anthropic":
             from anthropic import AsyncAnthropic
 
-            sdk = AsyncAnthropic(base_url=server.base_url.removesuffix("/v1"), api_key=key, max_retries=0)
+            root = server.base_url.removesuffix("/v1")
+            sdk = AsyncAnthropic(base_url=root, api_key=server.api_key or "none", max_retries=0)
         else:
-            from openai import AsyncOpenAI
-
-            sdk = AsyncOpenAI(base_url=server.base_url, api_key=key, max_retries=0)
-        # The SDK's retries off: a failed call moves to another server instead (Upstreams.ask).
+            # Not the openai SDK: its work per request bounded a batch's rate (jevper.batch._http).
+            sdk = HTTPClient(server.base_url, server.api_key, user_agent=f"jevper/{__version__}")
+        # No retries by the SDK: a failed call moves to another server instead (Upstreams.ask).
         return AsyncSystemOneClient(
             sdk, model=server.model, max_concurrency=server.slots, **self.client_options
         )

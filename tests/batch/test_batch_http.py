@@ -1,0 +1,216 @@
+"""The batch core's own connection (jevper.batch._http) against the fault server: every fault ends in the
+error the openai SDK's path gives, after as many requests; the body, the key and the proxy are the
+SDK's; a kept connection the server closes is asked again on a new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from typing import Any
+
+import openai
+import pytest
+
+from jevper import AsyncSystemOneClient, Choice, JevperError, Noul, ProviderError, Score
+from jevper.batch._http import HTTPClient, environment_proxy
+from jevper.testing.faults import FAULTS, FaultServer, running
+from jevper.testing.script import Script
+
+TIMEOUT = 1.0
+QUESTIONS = {
+    "intent": Choice(criteria={"billing": "money", "technical": None, "sales": "pricing"}),
+    "angry": Noul("Is the customer angry?"),
+    "urgency": Score(["can wait", "today", "now"]),
+}
+NOUL_ANSWER = {
+    "answers": {"angry": {"type": "noul", "noul": 0.5}},
+    "usage": {"input_tokens": 9, "output_tokens": 1},
+}
+#: The faults that take the whole timeout, or the body's whole size, before they end.
+SLOW = {"hang-no-bytes", "hang-after-headers", "slow-drip", "slow-drip-error", "huge-body"}
+
+
+def outcome(sdk: Any, api: str) -> tuple[str, str | None, int | None, str]:
+    """What one call ends in: "answered" and the answers, or the error's type, kind, status and message.
+    System One is asked the three questions in one request; a chat surface one question, so that the
+    requests it sends do not depend on which of several questions fails first."""
+    asked = QUESTIONS if api == "systemone" else {"intent": QUESTIONS["intent"]}
+
+    async def ask() -> tuple[str, str | None, int | None, str]:
+        timeout = 30.0 if "huge-body" in str(sdk.base_url) else TIMEOUT
+        client = AsyncSystemOneClient(sdk, model="fault-model", api=api, timeout=timeout)
+        try:
+            answered = await client.system_one(state="I was charged twice.", questions=asked)
+        except JevperError as error:
+            kind = error.kind if isinstance(error, ProviderError) else None
+            status = error.status if isinstance(error, ProviderError) else None
+            return type(error).__name__, kind, status, str(error)
+        finally:
+            await sdk.close()
+        return "answered", None, None, json.dumps(answered.to_api()["answers"], sort_keys=True)
+
+    return asyncio.run(ask())
+
+
+@pytest.mark.parametrize("api", ["systemone", "chat_completions"])
+@pytest.mark.parametrize("fault", sorted(set(FAULTS) - {"crash"}))
+def test_each_fault_ends_as_it_does_through_the_openai_sdk_after_as_many_requests(
+    faults: FaultServer, fault: str, api: str
+) -> None:
+    url = faults.base_url(fault)
+    seen = len(faults.log)
+    through_sdk = outcome(openai.AsyncOpenAI(base_url=url, api_key="local", max_retries=0), api)
+    sdk_requests = len(faults.log) - seen
+    started = time.monotonic()
+    ours = outcome(HTTPClient(url, "local"), api)
+    took = time.monotonic() - started
+    our_requests = len(faults.log) - seen - sdk_requests
+    assert ours[:3] == through_sdk[:3], f"ours: {ours}\nthe SDK's: {through_sdk}"
+    assert our_requests == sdk_requests
+    if ours[0] == "answered":
+        assert ours[3] == through_sdk[3]
+    else:
+        assert "expected" in ours[3], ours[3]
+    assert took < (30.0 if fault == "huge-body" else TIMEOUT + 2.0)
+
+
+def test_a_dead_server_is_unreachable_in_the_sdks_words() -> None:
+    with running() as server:
+        url = server.base_url()
+    ours = outcome(HTTPClient(url), "systemone")
+    assert ours[:3] == ("ProviderError", "unreachable", None)
+    assert "could not be reached" in ours[3]
+
+
+def test_the_request_is_the_sdks_body_with_its_bearer_key_and_none_without_one() -> None:
+    script = Script()
+    answer = {
+        "answers": {"angry": {"type": "noul", "noul": 0.25}},
+        "usage": {"input_tokens": 9, "output_tokens": 1},
+    }
+    for _ in range(3):
+        script.reply("/systemone", 200, answer)
+    with running(script=script) as server:
+        url = server.base_url()
+        outcome(openai.AsyncOpenAI(base_url=url, api_key="sk-test", max_retries=0), "systemone")
+        outcome(HTTPClient(url, "sk-test"), "systemone")
+        outcome(HTTPClient(url), "systemone")
+    sdk, keyed, keyless = script.requests
+    assert json.loads(keyed.body) == json.loads(sdk.body)
+    assert keyed.headers["authorization"] == sdk.headers["authorization"] == "Bearer sk-test"
+    assert "authorization" not in keyless.headers
+    assert keyed.headers["content-type"] == "application/json"
+
+
+def test_an_error_status_keeps_its_retry_after_for_the_pool() -> None:
+    script = Script()
+    script.reply("/systemone", 429, {"error": {"message": "slow down"}}, headers=[("retry-after", "7")])
+    with running(script=script) as server:
+
+        async def ask() -> ProviderError:
+            sdk = HTTPClient(server.base_url())
+            client = AsyncSystemOneClient(sdk, model="fault-model", api="systemone", timeout=TIMEOUT)
+            try:
+                await client.system_one(state="x", questions=QUESTIONS)
+            except ProviderError as error:
+                return error
+            finally:
+                await sdk.close()
+            raise AssertionError("a 429 was answered")
+
+        error = asyncio.run(ask())
+    assert (error.status, error.retry_after) == (429, 7.0)
+    assert "slow down" in str(error)
+
+
+class _ClosesKeptConnections:
+    """A server that answers the first request on each connection and closes the connection, without a
+    word, when a second one arrives on it: what a server does that closes an idle connection just as
+    the client sends on it. With ``answering=False`` it closes every connection on its first request."""
+
+    def __init__(self, answering: bool = True) -> None:
+        self.answering = answering
+        self.answered = 0
+        self.dropped = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        first = True
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length")
+                )
+                await reader.readexactly(length)
+                if not (first and self.answering):
+                    self.dropped += 1
+                    break
+                first = False
+                self.answered += 1
+                body = json.dumps(NOUL_ANSWER).encode()
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+                    + str(len(body)).encode()
+                    + b"\r\n\r\n"
+                    + body
+                )
+                await writer.drain()
+        writer.close()
+
+
+def _ask_in_turn(server: _ClosesKeptConnections, rows: int) -> list[float | str]:
+    """Each row's noul, or its error's kind, asked one after another."""
+
+    async def ask() -> list[float | str]:
+        listening = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+        port = listening.sockets[0].getsockname()[1]
+        sdk = HTTPClient(f"http://127.0.0.1:{port}/v1")
+        client = AsyncSystemOneClient(sdk, model="m", api="systemone", timeout=TIMEOUT)
+        found: list[float | str] = []
+        try:
+            for i in range(rows):
+                try:
+                    answered = await client.system_one(
+                        state=f"row {i}", questions={"angry": QUESTIONS["angry"]}
+                    )
+                except ProviderError as error:
+                    found.append(error.kind)
+                else:
+                    found.append(answered.answers["angry"].noul)  # type: ignore[union-attr]
+        finally:
+            await sdk.close()
+            listening.close()
+        return found
+
+    return asyncio.run(ask())
+
+
+def test_a_kept_connection_the_server_closes_is_asked_again_on_a_new_one() -> None:
+    server = _ClosesKeptConnections()
+    assert _ask_in_turn(server, 5) == [0.5] * 5
+    assert server.answered == 5
+    assert server.dropped >= 1  # the client did send on kept connections, and recovered each time
+
+
+def test_a_new_connection_closed_without_an_answer_is_not_asked_again() -> None:
+    server = _ClosesKeptConnections(answering=False)
+    assert _ask_in_turn(server, 1) == ["unreachable"]
+    assert server.dropped == 1
+
+
+def test_the_environments_proxy_applies_as_it_does_to_the_sdks(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    assert environment_proxy("http://10.0.0.5:8080/v1") is None
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.internal:3128")
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1,.svc")
+    assert environment_proxy("http://10.0.0.5:8080/v1") == "http://proxy.internal:3128"
+    assert environment_proxy("http://127.0.0.1:8080/v1") is None
+    assert environment_proxy("http://llm.team.svc:8000/v1") is None
+    assert environment_proxy("https://api.example.com/v1") is None  # no HTTPS_PROXY
