@@ -7,11 +7,12 @@
   concurrency (CONCURRENCY requests in flight), and writes a Parquet file of each row's id and answers
   as it goes. The raw side is the openai SDK's own ``post()`` with no jevper at all, writing each
   row's ``answers`` as JSON text; the engine is the command line, writing its struct columns (and its
-  journal and parts, which a resumed run needs). The async client alone, doing what the raw side does
-  through ``AsyncSystemOneClient.system_one``, shows the client's share. Each side runs in a process of
-  its own, timed from after its imports to its output's close; the raw side and the engine alternate,
-  twice each, and the faster run of each is kept. ``JEVPER_BENCH_ROWS`` (``scripts/bench batch --rows
-  N``) sets the rows (100,000 by default).
+  journal and parts, which a resumed run needs). The async client alone over the engine's own
+  connection (``jevper.batch._http``), doing what the raw side does through
+  ``AsyncSystemOneClient.system_one``, shows the client's and the connection's share. Each side runs
+  in a process of its own, timed from after its imports to its output's close; the raw side and the
+  engine alternate, twice each, and the faster run of each is kept. ``JEVPER_BENCH_ROWS``
+  (``scripts/bench batch --rows N``) sets the rows (100,000 by default).
 - Peak memory: the engine's resident peak at those rows against a tenth of them. With more than
   100,000 rows (``--rows 1000000``) only the memory pair runs (the engine at N and N/10, once each):
   the speed figures and the llama.cpp figure of the last run are kept as they were.
@@ -76,7 +77,8 @@ print(json.dumps({"status": status, "seconds": took, "cpu": used.ru_utime + used
 """
 #: The same requests with the openai SDK alone: each row's body as the engine sends it, CONCURRENCY at a
 #: time, each row's id and answers written as it is done; with ``client`` as the seventh argument,
-#: through AsyncSystemOneClient (the client's share of the cost).
+#: through AsyncSystemOneClient over the engine's own connection (jevper.batch._http): the client's and
+#: the connection's share of the engine's cost.
 RAW = """
 import asyncio, json, resource, sys, time
 import openai, pyarrow as pa, pyarrow.parquet as pq
@@ -84,13 +86,16 @@ path, out, url, model, questions_file, concurrency = sys.argv[1:7]
 through_client = sys.argv[7:] == ["client"]
 if through_client:
     from jevper import AsyncSystemOneClient
+    from jevper.batch._http import HTTPClient
 questions = json.load(open(questions_file))
 schema = pa.schema([("id", pa.int64()), ("answers", pa.string())])
 
 async def main():
     sdk = openai.AsyncOpenAI(base_url=url, api_key="none", max_retries=0)
     if through_client:
-        client = AsyncSystemOneClient(sdk, model=model, api="systemone", max_concurrency=int(concurrency))
+        connection = HTTPClient(url)
+        client = AsyncSystemOneClient(connection, model=model, api="systemone",
+                                      max_concurrency=int(concurrency))
     batches = pq.ParquetFile(path).iter_batches(batch_size=1024, columns=["id", "state"])
     rows = ((i, s) for b in batches for i, s in zip(b.column(0).to_pylist(), b.column(1).to_pylist()))
     ids, texts = [], []
@@ -116,6 +121,8 @@ async def main():
         await asyncio.gather(*(work() for _ in range(int(concurrency))))
         if ids:
             flush()
+    if through_client:
+        await connection.close()
     return answered
 
 started = time.perf_counter()
@@ -213,6 +220,7 @@ def _instant(scratch: Path, rows: int) -> tuple[list[Figure], list[str]]:
             f"engine {engine_rate:.0f} rows/s (runs {rows / engine['seconds']:.0f}, "
             f"{rows / engine_again['seconds']:.0f}), raw SDK {raw_rate:.0f} rows/s (runs "
             f"{rows / raw['seconds']:.0f}, {rows / raw_again['seconds']:.0f}), the async client alone "
+            "over the engine's connection "
             f"{rows / client['seconds']:.0f} rows/s; CPU per row: engine {_per_row(engine, rows)} ms, raw "
             f"{_per_row(raw, rows)} ms, client {_per_row(client, rows)} ms; {CONCURRENCY} in flight",
         ),
@@ -222,7 +230,8 @@ def _instant(scratch: Path, rows: int) -> tuple[list[Figure], list[str]]:
         f"Instant server: both sides read a Parquet file of {rows:,} rows (id, state), send each row the "
         f"body the engine sends, {CONCURRENCY} in flight, and write a Parquet file of every row's id and "
         "answers; the raw side is the openai SDK's own post() and keeps each answer as JSON text, the "
-        "engine also journals every row and commits a part per 1,024 rows (what --resume needs).",
+        "engine also journals every row and commits a part per 1,024 rows (what --resume needs); the "
+        "engine asks over aiohttp (jevper/batch/_http.py), not the SDK.",
     ]
     return figures, notes
 
