@@ -115,7 +115,6 @@ class HTTPClient:
                     headers=self._headers,
                     timeout=limits,
                     proxy=self._proxy,
-                    allow_redirects=False,
                     trace_request_ctx=sent_on,
                 )
                 break
@@ -132,7 +131,7 @@ class HTTPClient:
             try:
                 content = await _bounded(response)
             finally:
-                response.release()
+                Response(response).close()
             raise StatusError(response.status, ErrorResponse(response.headers, content))
         return Response(response)
 

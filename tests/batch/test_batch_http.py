@@ -15,9 +15,11 @@ import openai
 import pytest
 
 from jevper import AsyncSystemOneClient, Choice, JevperError, Noul, ProviderError, Score
+from jevper._native import question_body
 from jevper.batch._http import HTTPClient, environment_proxy
 from jevper.testing.faults import FAULTS, FaultServer, running
 from jevper.testing.script import Script
+from jevper.testing.systemone import SystemOneAnswer
 
 TIMEOUT = 1.0
 QUESTIONS = {
@@ -214,3 +216,19 @@ def test_the_environments_proxy_applies_as_it_does_to_the_sdks(monkeypatch: pyte
     assert environment_proxy("http://127.0.0.1:8080/v1") is None
     assert environment_proxy("http://llm.team.svc:8000/v1") is None
     assert environment_proxy("https://api.example.com/v1") is None  # no HTTPS_PROXY
+
+
+def test_a_redirect_is_followed_as_the_sdk_follows_it() -> None:
+    script = Script()
+    asked = {qid: question_body(q) for qid, q in QUESTIONS.items()}
+    answer = SystemOneAnswer({"questions": asked}, "fault-model").body()
+    for _ in range(2):
+        script.reply("/systemone", 307, "", headers=[("location", "/v1/moved/systemone")])
+        script.reply("/moved/systemone", 200, answer)
+    with running(script=script) as server:
+        url = server.base_url()
+        through_sdk = outcome(openai.AsyncOpenAI(base_url=url, api_key="local", max_retries=0), "systemone")
+        ours = outcome(HTTPClient(url), "systemone")
+    assert through_sdk[0] == "answered", through_sdk
+    assert ours == through_sdk
+    assert [r.path for r in script.requests] == ["/systemone", "/moved/systemone"] * 2
