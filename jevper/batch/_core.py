@@ -32,6 +32,8 @@ OnRow = Callable[[int, Row], None]
 #: Rows asked again on another server when the one asked failed (refused, timed out, 5xx, 429).
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_TIMEOUT = 60.0
+#: How long ``close()`` waits for the connections of a loop running on another thread to close.
+CLOSE_TIMEOUT_S = 5.0
 
 B = TypeVar("B", pa.RecordBatch, pa.Table)
 
@@ -122,12 +124,13 @@ class BatchClassifier:
         self._pool: Upstreams | None = None
         self._pool_loop: asyncio.AbstractEventLoop | None = None
         self._runner: _LoopThread | None = None
+        self._closing: asyncio.Task[None] | None = None
 
     # --- pickling: the settings travel, the connections do not -------------------------------------
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.update(_pool=None, _pool_loop=None, _runner=None)
+        state.update(_pool=None, _pool_loop=None, _runner=None, _closing=None)
         return state
 
     # --- the schema ----------------------------------------------------------------------------------
@@ -281,14 +284,32 @@ class BatchClassifier:
             self._pool = None
 
     def close(self) -> None:
+        """Close the servers' connections from outside their event loop: the classifier's own loop
+        thread, a loop that is not running, or one running on another thread (a Ray actor's, whose
+        teardown calls this from its own thread)."""
         if self._runner is not None:
             self._runner.run(self.aclose())
             self._runner.stop()
             self._runner = None
-        elif self._pool is not None and self._pool_loop is not None and not self._pool_loop.is_running():
-            if not self._pool_loop.is_closed():
-                self._pool_loop.run_until_complete(self.aclose())
-            self._pool = None
+            return
+        loop = self._pool_loop
+        if self._pool is None or loop is None or loop.is_closed():
+            return
+        if not loop.is_running():
+            loop.run_until_complete(self.aclose())
+        elif _running_loop() is loop:
+            # Called on the loop itself, synchronously: closed as soon as the caller yields.
+            self._closing = loop.create_task(self.aclose())
+        else:
+            asyncio.run_coroutine_threadsafe(self.aclose(), loop).result(CLOSE_TIMEOUT_S)
+        self._pool = None
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def state_values(column: pa.Array | pa.ChunkedArray) -> list[Any]:

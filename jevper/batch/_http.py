@@ -90,6 +90,11 @@ class HTTPClient:
     ) -> Awaitable[Response]:
         return self.send("GET", path, None, (options or {}).get("timeout"))
 
+    @property
+    def closed(self) -> bool:
+        """No connection is open: never used, or closed."""
+        return self._session is None or self._session.closed
+
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()

@@ -9,6 +9,7 @@ mid-way and run again asks only the rows with no committed result. Needs the ``r
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -46,6 +47,12 @@ class Classify:
 
     def __init__(self, questions: Mapping[str, Any], servers: Sequence[ServerSpec], **options: Any) -> None:
         self.classifier = BatchClassifier(questions, servers, **options)
+
+    def __del__(self) -> None:
+        # Ray Data deletes the class when its actor is done (not when the actor is killed): the
+        # servers' connections close then, rather than being left to the interpreter's exit.
+        with contextlib.suppress(Exception):
+            self.classifier.close()
 
     async def __call__(self, batch: pa.Table) -> pa.Table:
         # One record batch: the core asks a batch's rows concurrently, a table's chunks one by one.

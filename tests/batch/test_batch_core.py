@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import threading
 from typing import Any
 
 import pyarrow as pa
@@ -14,6 +15,7 @@ from openai import AsyncOpenAI
 
 from jevper import AsyncSystemOneClient, InvalidQuestionError
 from jevper.batch import BatchClassifier, Server
+from jevper.batch._http import HTTPClient
 from jevper.testing.faults import FaultServer, Script, running
 from jevper.testing.systemone import SystemOneAnswer
 
@@ -213,3 +215,37 @@ def test_a_pandas_frame_comes_back_as_a_frame_with_the_same_rows(faults: FaultSe
     assert list(out["id"]) == [10, 11]
     assert out["error"].isna().all()
     assert out["topic"][0]["choice"] == "billing"
+
+
+class _Keeping(BatchClassifier):
+    """The core, keeping each server's connection it made."""
+
+    made: list[HTTPClient]
+
+    def _connect(self, server: Server) -> AsyncSystemOneClient:
+        made = HTTPClient(server.base_url, server.api_key)
+        self.made.append(made)
+        return AsyncSystemOneClient(
+            made, model=server.model, max_concurrency=server.slots, **self.client_options
+        )
+
+
+def test_closing_from_another_thread_closes_the_connections_of_a_loop_that_still_runs(
+    faults: FaultServer,
+) -> None:
+    # A Ray actor's loop runs on a thread of its own, and its teardown closes the class from another.
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        batcher = _Keeping(QUESTIONS, [Server(faults.base_url(), "fault-model", slots=2)], api="systemone")
+        batcher.made = []
+        out = asyncio.run_coroutine_threadsafe(batcher.classify(states(5)), loop).result(30)
+        assert out.column("error").null_count == 5
+        assert [made.closed for made in batcher.made] == [False]
+        batcher.close()
+        assert [made.closed for made in batcher.made] == [True]
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
