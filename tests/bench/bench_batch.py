@@ -16,9 +16,10 @@
 - Peak memory: the engine's resident peak at those rows against a tenth of them. With more than
   100,000 rows (``--rows 1000000``) only the memory pair runs (the engine at N and N/10, once each):
   the speed figures and the llama.cpp figure of the last run are kept as they were.
-- Two embedded llama.cpp servers (two slots each): the batch core over both against their combined
-  ceiling, raw concurrent SDK calls of the very request bodies the core sent (captured on a first pass)
-  split over the two servers, two at a time each. Alternating rounds; the faster of each side is kept.
+- Two embedded llama.cpp servers (two slots and one thread each): the batch core over both against their
+  combined ceiling, raw concurrent SDK calls of the very request bodies the core sent (captured on a
+  first pass) split over the two servers, two at a time each. Alternating rounds; the faster of each
+  side is kept. ``JEVPER_BENCH_BATCH_PART=llama.cpp`` runs this figure alone and keeps the others.
 """
 
 from __future__ import annotations
@@ -53,7 +54,10 @@ STATES = [
     "Which plan includes priority support?",
     "Thanks, it works now.",
 ]
-LLAMA_ROWS, LLAMA_SLOTS, LLAMA_ROUNDS = 32, 2, 2
+LLAMA_ROWS, LLAMA_SLOTS, LLAMA_ROUNDS = 64, 2, 3
+#: Each server on one thread: two servers of two threads on two cores spent their time waiting for a
+#: descheduled thread, and the rounds of either side ranged from 2.6 to 5.6 rows/s.
+LLAMA_ARGS = ("--ctx-size", str(4096 * LLAMA_SLOTS), "-np", str(LLAMA_SLOTS), "--jinja", "--threads", "1")
 LLAMA_QUESTION = {
     "topic": {
         "type": "choice",
@@ -139,6 +143,8 @@ print(json.dumps({"answered": answered, "seconds": took,
 def run() -> Section:
     rows = int(os.environ.get("JEVPER_BENCH_ROWS", "100000"))
     command = "scripts/bench batch" + (f" --rows {rows}" if rows != 100_000 else "")
+    if os.environ.get("JEVPER_BENCH_BATCH_PART") == "llama.cpp":
+        return _llamas_only()
     with tempfile.TemporaryDirectory() as scratch:
         if rows > 100_000:
             return _memory_only(Path(scratch), rows, command)
@@ -338,8 +344,7 @@ class _Capturing(BatchClassifier):
 
 
 def _llamas() -> tuple[list[Figure], list[str]]:
-    args = ("--ctx-size", str(4096 * LLAMA_SLOTS), "-np", str(LLAMA_SLOTS), "--jinja")
-    with spawn_llamacpp(extra_args=args) as a, spawn_llamacpp(extra_args=args) as b:
+    with spawn_llamacpp(extra_args=LLAMA_ARGS) as a, spawn_llamacpp(extra_args=LLAMA_ARGS) as b:
         servers = [Server(x.base_url, x.model, slots=LLAMA_SLOTS) for x in (a, b)]
         batch = pa.record_batch(
             {
@@ -371,10 +376,27 @@ def _llamas() -> tuple[list[Figure], list[str]]:
         f"{answered} answered on the first pass",
     )
     note = (
-        "Two llama.cpp b11549 servers (SmolLM2-135M, two slots each) share the machine's two cores: the "
-        "ceiling is what raw SDK calls of the same bodies reach over both, two at a time each."
+        "Two llama.cpp b11549 servers (SmolLM2-135M, two slots and one thread each) share the machine's two "
+        "cores: the ceiling is what raw SDK calls of the same bodies reach over both, two at a time each."
     )
     return [figure], [note]
+
+
+def _llamas_only() -> Section:
+    """The two-llama.cpp figure alone (``JEVPER_BENCH_BATCH_PART=llama.cpp``); the instant server's
+    figures of the last run are kept as they were."""
+    figures, notes = _llamas()
+    earlier = load_sections().get("batch")
+    kept = [f for f in earlier.figures if "llama.cpp" not in f.name] if earlier else []
+    kept_notes = [n for n in earlier.notes if "llama.cpp" not in n] if earlier else []
+    return Section(
+        key="batch",
+        title="Batch engine",
+        command=earlier.command if earlier else "scripts/bench batch",
+        figures=[*kept, *(replace(f, detail=f"{f.detail}; measured {now()} on its own") for f in figures)],
+        notes=[*kept_notes, *notes],
+        measured_at=earlier.measured_at if earlier else now(),
+    )
 
 
 def _core_rate(servers: list[Server], batch: pa.RecordBatch) -> float:
