@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from _batch_data import QUESTIONS
+from _llama import RECIPE_ONE_THREAD
 from openai import OpenAI
 
 from jevper import SystemOneClient
@@ -121,7 +122,7 @@ def _gap(a: dict[str, Any], b: dict[str, Any]) -> float:
 def test_a_server_sigkilled_mid_run_costs_time_not_rows() -> None:
     one_question = {"urgent": QUESTIONS["urgent"]}
     n = 24
-    with spawn_llamacpp() as a, spawn_llamacpp() as b:
+    with spawn_llamacpp(extra_args=RECIPE_ONE_THREAD) as a, spawn_llamacpp(extra_args=RECIPE_ONE_THREAD) as b:
         servers = [Server(a.base_url, a.model, slots=1), Server(b.base_url, b.model, slots=1)]
         batcher = BatchClassifier(one_question, servers, api="chat_completions", timeout=TIMEOUT)
 

@@ -12,6 +12,7 @@ import anthropic
 import openai
 import pytest
 import vcr
+from _llama import RECIPE_ONE_THREAD
 
 from jevper import Choice, IncompleteAnswerError, LabelReadoutError, MalformedAnswerError, SystemOneClient
 from jevper.probe import cli
@@ -31,7 +32,7 @@ PROBES = ("chat-logprobs", "chat-bad-model", "chat-bad-path", "responses-logprob
 
 @pytest.fixture(scope="module")
 def keyed() -> Iterator[SpawnedServer]:
-    with spawn_llamacpp(api_key=CANARY) as server:
+    with spawn_llamacpp(api_key=CANARY, extra_args=RECIPE_ONE_THREAD) as server:
         yield server
 
 
