@@ -9,24 +9,17 @@ from typing import Any
 
 import pyarrow as pa
 
-#: One three-option question in the System One API's shape: one request per row.
+#: One short three-option question in the System One API's shape: one request per row and a short
+#: prompt, so the equality test's 700 requests (200 rows on each engine, 100 again alone) stay cheap.
 QUESTION: dict[str, Any] = {
-    "topic": {
-        "type": "choice",
-        "criteria": {
-            "billing": "about a charge or a refund",
-            "bug": "about something that is broken",
-            "other": "anything else",
-        },
-    }
+    "topic": {"type": "choice", "criteria": {"billing": "a charge", "bug": "a crash", "other": "else"}}
 }
-_WHAT = ("I was charged twice", "the app crashes on start", "where is your office", "refund my order")
-_WHO = ("a new customer", "a long-time user", "the finance team", "a reseller")
+_WHAT = ("charged twice", "app crashes", "office hours?", "refund please")
 
 
 def rows(n: int) -> pa.Table:
-    """``n`` distinct support tickets with integer ids."""
-    states = [f"Ticket {i} from {_WHO[i // 4 % 4]}: {_WHAT[i % 4]}." for i in range(n)]
+    """``n`` distinct short support tickets with integer ids (the id makes each state its own)."""
+    states = [f"#{i}: {_WHAT[i % 4]}" for i in range(n)]
     return pa.table({"id": pa.array(range(n), pa.int64()), "state": states})
 
 

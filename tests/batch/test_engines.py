@@ -24,6 +24,7 @@ import pytest
 import ray
 from _batch_data import posts
 from _engines import QUESTION, by_id, kill_session, listening_pid, probabilities, rows, tasks_served
+from _llama import slots_one_thread
 
 from jevper.batch import BatchClassifier, cli
 from jevper.batch import ray as jray
@@ -34,15 +35,14 @@ from jevper.testing.faults import FaultServer
 
 pytestmark = pytest.mark.live
 
-SLOTS = 2
-#: One thread: the server shares two cores with Ray, Spark and the tests, and with two threads it spent
-#: its time waiting for a descheduled one (30 rows at 0.57 rows/s with 2 threads, 4.0-4.9 with 1, at
-#: load 5 on the shared two-core machine).
-LLAMA_ARGS = ("--ctx-size", "4096", "-np", str(SLOTS), "--jinja", "--threads", "1")
+#: Four slots: llama.cpp then reads up to four rows' prompts in one pass (40 short rows: 8.4 rows/s on
+#: four slots against 7.1 on two, on one thread at load 2.8). One thread (tests/_llama.py).
+SLOTS = 4
+LLAMA_ARGS = slots_one_thread(SLOTS)
 #: Seconds per request: a loaded two-core machine took over the default 60 for some (local runs here).
 TIMEOUT = 300.0
 #: Probabilities of two runs of the same rows agree to this, or to twice the server's own run-to-run
-#: difference measured in the test (the same rows asked one at a time instead of two at once).
+#: difference measured in the test (the same rows asked one at a time instead of four at once).
 NOISE = 1e-6
 
 
@@ -92,26 +92,29 @@ def on_spark(session: Any, table: pa.Table, servers: list[dict[str, Any]], **opt
     ]
 
 
-@pytest.mark.engines  # 175 s of the default run's 774 s on two cores: opt in (README)
 def test_the_same_200_rows_give_the_same_answers_on_the_local_engine_ray_and_spark(
     llama: SpawnedServer, ray_local: None, spark: Any
 ) -> None:
     table = rows(200)
     servers = [server_of(llama)]
-    local = by_id(asyncio.run(BatchClassifier(QUESTION, servers, timeout=TIMEOUT).classify(table)))
+    started = time.monotonic()
+    local = by_id(on_local(table, servers))
+    took = {"local": time.monotonic() - started}
     assert all(row["error"] is None for row in local.values()), [r["error"] for r in local.values()][:3]
     # The server's own noise: the first 100 rows again, one at a time (no two requests batched).
     alone = [{**servers[0], "slots": 1}]
-    again = by_id(
-        asyncio.run(BatchClassifier(QUESTION, alone, timeout=TIMEOUT).classify(table.slice(0, 100)))
-    )
+    started = time.monotonic()
+    again = by_id(on_local(table.slice(0, 100), alone))
+    took["100 alone"] = time.monotonic() - started
     noise = max(difference(again[i], local[i]) for i in again)
     tolerance = max(NOISE, 2 * noise)
     print(f"llama.cpp run-to-run noise in a probability: {noise:.3g}; tolerance {tolerance:.3g}")
-    on_engines = {
-        "ray": by_id(on_ray(table, servers, timeout=TIMEOUT)),
-        "spark": by_id(on_spark(spark, table, servers, timeout=TIMEOUT)),
-    }
+    started = time.monotonic()
+    on_engines = {"ray": by_id(on_ray(table, servers, timeout=TIMEOUT))}
+    took["ray"], started = time.monotonic() - started, time.monotonic()
+    on_engines["spark"] = by_id(on_spark(spark, table, servers, timeout=TIMEOUT))
+    took["spark"] = time.monotonic() - started
+    print("seconds: " + ", ".join(f"{name} {seconds:.1f}" for name, seconds in took.items()))
     for engine, answered in on_engines.items():
         assert sorted(answered) == list(range(200)), engine
         for i, row in answered.items():
@@ -119,6 +122,19 @@ def test_the_same_200_rows_give_the_same_answers_on_the_local_engine_ray_and_spa
             assert difference(row, local[i]) <= tolerance, (engine, i, row["topic"], local[i]["topic"])
         largest = max(difference(row, local[i]) for i, row in answered.items())
         print(f"{engine}: the largest difference from the local engine's probabilities {largest:.3g}")
+
+
+def on_local(table: pa.Table, servers: list[dict[str, Any]]) -> pa.Table:
+    """The local engine: the table classified in this process, its connections closed after."""
+    classifier = BatchClassifier(QUESTION, servers, timeout=TIMEOUT)
+
+    async def run() -> pa.Table:
+        try:
+            return await classifier.classify(table)
+        finally:
+            await classifier.aclose()
+
+    return asyncio.run(run())
 
 
 def difference(row: dict[str, Any], reference: dict[str, Any]) -> float:
