@@ -101,9 +101,10 @@ def run_recipe(folder: Path, **settings: str) -> subprocess.CompletedProcess[str
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-        # The server under test: the embedded llama.cpp, started by the recipe as a project starts its own.
+        # The server under test: the embedded llama.cpp, started by the recipe as a project starts its own
+        # (on one thread, as the tests' other servers: tests/_llama.py).
         "SERVER_COMMAND": f"python -m jevper.servers.xllamacpp_server -m {embedded_model_path()} "
-        f"--port {port} --alias smollm2 --jinja --props",
+        f"--port {port} --alias smollm2 --jinja --props --threads 1",
         "BASE_URL": f"http://127.0.0.1:{port}/v1",
         "PROBE_FLAGS": " ".join(f"--only {p}" for p in ONLY),
         **settings,
