@@ -92,7 +92,6 @@ def on_spark(session: Any, table: pa.Table, servers: list[dict[str, Any]], **opt
     ]
 
 
-@pytest.mark.engines  # 132 s of the default live run's 755 s, 955 s in all on a fresh clone: opt in
 def test_the_same_200_rows_give_the_same_answers_on_the_local_engine_ray_and_spark(
     llama: SpawnedServer, ray_local: None, spark: Any
 ) -> None:
