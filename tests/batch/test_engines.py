@@ -216,9 +216,16 @@ DRIVER = textwrap.dedent(
 
 
 def committed_ids(checkpoint: Path) -> set[int]:
-    """The ids Ray's checkpoint holds (a file being written is read on the next look)."""
+    """The ids Ray's checkpoint holds as committed (a file being written is read on the next look).
+
+    Ray commits in two phases: ``<id>.pending.parquet`` first, renamed to ``<id>.parquet`` once the
+    block's data file is written. A run started after a kill deletes the pending files and the data
+    files they name, and asks their rows again: those ids are not committed. Counting them failed this
+    test twice (one block of 10 asked again beyond the count, at load 14 and at load 2)."""
     ids: set[int] = set()
     for path in checkpoint.rglob("*.parquet"):
+        if path.name.endswith(".pending.parquet"):
+            continue
         try:
             ids.update(pq.read_table(path).column("id").to_pylist())
         except (OSError, pa.ArrowInvalid):
