@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 API_KEY_ENV = "JEVPER_LLAMA_API_KEY"
 
@@ -29,18 +30,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-np", "--parallel", type=int, default=1, help="slots: requests decoded at once")
     p.add_argument("--jinja", action="store_true", help="the model's own chat template")
     p.add_argument("--cache-reuse", type=int, default=0)
+    p.add_argument(
+        "--cache-ram",
+        type=int,
+        default=None,
+        help="the prompt cache's bound in MiB (0: no cache, -1: no bound; llama.cpp's default: 8192)",
+    )
     p.add_argument("--slots", action="store_true", help="serve GET /slots")
     p.add_argument("--props", action="store_true", help="serve POST /props as well as GET")
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    try:
-        import xllamacpp
-    except ImportError:
-        print("xllamacpp is not installed: pip install 'jevper[local]'", file=sys.stderr)
-        return 2
+def params_of(args: argparse.Namespace, xllamacpp: Any) -> Any:
+    """The server's ``CommonParams`` for parsed ``args`` (the key from the environment, taken out)."""
     params = xllamacpp.CommonParams()
     params.model.path = args.model
     params.hostnames = [args.host]
@@ -50,6 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     params.n_parallel = args.parallel
     params.use_jinja = args.jinja
     params.n_cache_reuse = args.cache_reuse
+    if args.cache_ram is not None:
+        params.cache_ram_mib = args.cache_ram
     params.endpoint_slots = args.slots
     params.endpoint_props = args.props
     params.cpuparams.n_threads = args.threads
@@ -57,6 +61,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     key = os.environ.pop(API_KEY_ENV, "")
     if key:
         params.api_keys = [key]
+    return params
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        import xllamacpp
+    except ImportError:
+        print("xllamacpp is not installed: pip install 'jevper[local]'", file=sys.stderr)
+        return 2
+    params = params_of(args, xllamacpp)
     # The server's destructor waits for a main loop nothing here can end, so a signal ends the
     # process at once (the kernel's default action), even while the model is still loading.
     for signum in (signal.SIGTERM, signal.SIGINT):

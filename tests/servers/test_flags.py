@@ -9,7 +9,7 @@ import pytest
 from jevper.batch.cli import parser as batch_parser
 from jevper.serve.cli import parser as gateway_parser
 from jevper.servers.flags import json_object
-from jevper.servers.llamacpp import SLOT_CONTEXT, slot_args
+from jevper.servers.llamacpp import PROMPT_CACHE_MIB, SLOT_CONTEXT, slot_args
 
 BATCH_REQUIRED = ["in.parquet", "out.parquet", "--questions", "q.json"]
 
@@ -43,3 +43,17 @@ def test_each_slot_of_a_spawned_server_holds_the_same_context() -> None:
     assert args[args.index("--ctx-size") + 1] == str(3 * SLOT_CONTEXT)
     assert args[args.index("-np") + 1] == "3"
     assert "--jinja" in args
+
+
+def test_a_spawned_server_bounds_its_prompt_cache_and_the_wrapper_passes_the_bound_on() -> None:
+    import xllamacpp
+
+    from jevper.servers.xllamacpp_server import params_of, parser
+
+    args = slot_args(2)
+    assert args[args.index("--cache-ram") + 1] == str(PROMPT_CACHE_MIB)
+    given = parser().parse_args(["-m", "model.gguf", "--port", "8080", *args])
+    assert params_of(given, xllamacpp).cache_ram_mib == PROMPT_CACHE_MIB
+    # Without the flag, llama.cpp's own default stands (8,192 MiB in b11549).
+    plain = parser().parse_args(["-m", "model.gguf", "--port", "8080"])
+    assert params_of(plain, xllamacpp).cache_ram_mib == xllamacpp.CommonParams().cache_ram_mib
