@@ -1,13 +1,14 @@
-"""How the tests start the embedded llama.cpp: on one thread (a plain module, imported by test folders).
+"""How the tests start the embedded llama.cpp: its default two threads, or one beside busy neighbours
+(a plain module, imported by test folders).
 
-The tests share two cores with their own process, the other servers they start, Ray and Spark.
-llama.cpp's default here is two threads, and a thread of it then waits for a descheduled peer at every
-step: on the shared two-core machine, 30 batch rows ran at 0.57 rows/s with two threads and 4.0-4.9
-with one (load 5), and one Messages call of 96 tokens took 16-25 s with two and 2.4-3.1 s with one
-(load 2-3). A 255-option question through the gateway on a two-slot server took 46-49 s with one thread
-and 124-141 s with two, alternating, twice each (load 3.3-4.0). llama-server takes the last --threads
-given. The servers a test kills after a fixed sleep keep the default, so their requests are still in
-flight at the kill.
+On a quiet two-core machine, as CI's is, two threads are faster. Alternating, twice each (2026-12-01,
+load 0.9-1.8): 20 sampled Messages runs, four at a time, took 30.2 and 32.8 s on two threads against
+44.6 and 55.1 s on one; a 255-option question through the gateway 25.9 and 26.6 s against 45.4 and 47.9.
+Beside other busy processes a thread waits for a descheduled peer at every step: 30 batch rows ran at
+0.57 rows/s with two threads and 4.0-4.9 with one (load 5). So the servers that share the cores with
+work of the test itself, two llama.cpp servers at once or Ray's and Spark's workers, run on one thread.
+The servers a test kills after a fixed sleep keep the default, so their requests are still in flight at
+the kill. llama-server takes the last --threads given.
 """
 
 from __future__ import annotations

@@ -5,17 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from _llama import RECIPE_ONE_THREAD
 
 from jevper.servers import SpawnedServer
-from jevper.servers.llamacpp import spawn_llamacpp
+from jevper.servers.llamacpp import RECIPE_ARGS, spawn_llamacpp
 
 
 @pytest.fixture(scope="session")
 def llamacpp() -> Iterator[SpawnedServer]:
     """The embedded llama.cpp (b11549 through xllamacpp, SmolLM2-135M-Instruct) on a free loopback port,
-    with the reference recipe on one thread (tests/_llama.py says why)."""
-    with spawn_llamacpp(extra_args=RECIPE_ONE_THREAD) as server:
+    with the reference recipe and its default threads (tests/_llama.py says why)."""
+    with spawn_llamacpp(extra_args=RECIPE_ARGS) as server:
         yield server
 
 

@@ -2,9 +2,10 @@
 
 llama.cpp's /v1/messages ignores output_config, so what makes SmolLM2 answer in JSON there is the
 prefill: the answer's opening sent as a last assistant turn. On the embedded llama.cpp each sampled
-configuration is asked twenty times and each greedy one three times (greedy decoding asks the same thing
-each time: its runs must all end alike), and the outcomes are printed; the assertions hold where the
-answer is reliable. The first two tests run on the server `--live` names (llama.cpp or vLLM).
+configuration is asked twenty times, four at a time on a server of four slots, and each greedy one three
+times, one after another (greedy decoding asks the same thing each time: its runs must all end alike),
+and the outcomes are printed; the assertions hold where the answer is reliable. The first three tests run
+on the server `--live` names (llama.cpp or vLLM).
 Run: .venv/bin/python -m pytest tests/client/test_live_messages.py -m live -s [--live vllm]
 """
 
@@ -14,7 +15,8 @@ import itertools
 import math
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -30,6 +32,7 @@ from jevper import (
     SystemOneResponse,
 )
 from jevper.servers import SpawnedServer
+from jevper.servers.llamacpp import slot_args, spawn_llamacpp
 
 pytestmark = pytest.mark.live
 
@@ -49,6 +52,16 @@ RUNS = 20
 #: of each greedy configuration all ended alike (one outcome each, 20 of 20: 2026-12-01, llama.cpp
 #: b11549 on two threads) and took 56-112 s each at load 3-4; three runs must now all end alike.
 GREEDY_RUNS = 3
+#: Sampled runs are independent, so they go four at a time to a server of four slots: llama.cpp decodes
+#: the four replies in one batch.
+SLOTS = 4
+
+
+@pytest.fixture(scope="module")
+def slotted() -> Iterator[SpawnedServer]:
+    """The embedded llama.cpp with four slots of 4,096 tokens."""
+    with spawn_llamacpp(extra_args=slot_args(SLOTS)) as server:
+        yield server
 
 
 def messages_client(server: SpawnedServer, **settings: Any) -> SystemOneClient:
@@ -64,22 +77,24 @@ def sweep(
     client_for_run: Callable[[], SystemOneClient],
     outcome: Callable[[SystemOneResponse], str],
     runs: int = RUNS,
+    in_flight: int = 1,
 ) -> Counter[str]:
-    """Ask the intent question `runs` times: a valid answer counts under `outcome`, a typed error under
-    its class; any other error, or an invalid answer, fails the test."""
-    counts: Counter[str] = Counter()
-    for _ in range(runs):
+    """Ask the intent question `runs` times, `in_flight` at a time: a valid answer counts under
+    `outcome`, a typed error under its class; any other error, or an invalid answer, fails the test."""
+
+    def run(_: int) -> str:
         try:
             response = client_for_run().system_one(state=STATE, questions={"intent": INTENT})
         except JevperError as error:
             assert "after one corrective retry" in str(error) or "budget" in str(error), error
-            counts[type(error).__name__] += 1
-            continue
+            return type(error).__name__
         answer = response.answers["intent"]
         assert isinstance(answer, ChoiceAnswer)
         assert_valid(answer)
-        counts[outcome(response)] += 1
-    return counts
+        return outcome(response)
+
+    with ThreadPoolExecutor(max_workers=in_flight) as pool:
+        return Counter(pool.map(run, range(runs)))
 
 
 def assert_valid(answer: ChoiceAnswer) -> None:
@@ -144,12 +159,18 @@ def test_auto_answers_a_choice_on_the_messages_route_through_the_anthropic_sdk(
 @pytest.mark.parametrize("decoding", ["sampled", "greedy"])
 @pytest.mark.parametrize("method", ["discrete", "structured"])
 def test_repeated_runs_on_the_messages_route_answer_or_raise_a_typed_error(
-    llamacpp: SpawnedServer, method: str, decoding: str, prefill: bool, capsys: pytest.CaptureFixture[str]
+    llamacpp: SpawnedServer,
+    slotted: SpawnedServer,
+    method: str,
+    decoding: str,
+    prefill: bool,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    sampled = decoding == "sampled"
     asked = messages_client(
-        llamacpp,
+        slotted if sampled else llamacpp,
         method=method,
-        extra_body=SAMPLED if decoding == "sampled" else GREEDY,
+        extra_body=SAMPLED if sampled else GREEDY,
         prefill=prefill,
     )
 
@@ -157,8 +178,8 @@ def test_repeated_runs_on_the_messages_route_answer_or_raise_a_typed_error(
         retried = response.debug["questions"]["intent"]["requests"] > 1
         return "answered after the retry" if retried else "answered first time"
 
-    runs = RUNS if decoding == "sampled" else GREEDY_RUNS
-    counts = sweep(lambda: asked, outcome, runs)
+    runs = RUNS if sampled else GREEDY_RUNS
+    counts = sweep(lambda: asked, outcome, runs, in_flight=SLOTS if sampled else 1)
     with capsys.disabled():
         print(f"\nmessages {method} {decoding} {'with' if prefill else 'without'} prefill: {dict(counts)}")
     assert sum(counts.values()) == runs
@@ -169,12 +190,13 @@ def test_repeated_runs_on_the_messages_route_answer_or_raise_a_typed_error(
 
 
 def test_twenty_fresh_clients_with_auto_on_the_messages_route_answer_or_raise_a_typed_error(
-    llamacpp: SpawnedServer, capsys: pytest.CaptureFixture[str]
+    slotted: SpawnedServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # A fresh client each run, so every run walks the whole way: structured, then discrete.
     counts = sweep(
-        lambda: messages_client(llamacpp, extra_body=SAMPLED),
+        lambda: messages_client(slotted, extra_body=SAMPLED),
         lambda response: f"answered by {response.answers['intent'].method}",
+        in_flight=SLOTS,
     )
     with capsys.disabled():
         print(f"\nmessages auto sampled, fresh clients: {dict(counts)}")

@@ -10,13 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _llama import RECIPE_ONE_THREAD
 
 from jevper.probe import cli
 from jevper.probe.catalogue import load_catalogue
 from jevper.probe.recording import Layout, Recording
 from jevper.probe.runner import Sent
-from jevper.servers.llamacpp import DEFAULT_RELEASE, spawn_llamacpp
+from jevper.servers.llamacpp import DEFAULT_RELEASE, RECIPE_ARGS, spawn_llamacpp
 
 pytestmark = pytest.mark.live
 
@@ -32,7 +31,7 @@ DETERMINISTIC = [p.id for p in CATALOGUE.probes if p.deterministic]
 def keyed_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, int, str]]:
     """One run of every deterministic probe against a server that requires an API key."""
     out = tmp_path_factory.mktemp("live")
-    with spawn_llamacpp(api_key=API_KEY, extra_args=RECIPE_ONE_THREAD) as server:
+    with spawn_llamacpp(api_key=API_KEY, extra_args=RECIPE_ARGS) as server:
         only = [arg for probe_id in DETERMINISTIC for arg in ("--only", probe_id)]
         argv = ["--server", "llamacpp", "--base-url", server.base_url, "--api-key", API_KEY]
         argv += ["--server-version", server.version, "--out", str(out), "--timeout", "60", *only]
@@ -73,7 +72,7 @@ def test_killing_the_server_mid_run_leaves_fixtures_untouched_and_names_the_prob
     committed = out / "fixtures" / KEY
     shutil.copytree(COMMITTED.fixture_dir(KEY), committed)
     before = sorted(p.name for p in committed.iterdir())
-    with spawn_llamacpp(extra_args=RECIPE_ONE_THREAD) as server:
+    with spawn_llamacpp(extra_args=RECIPE_ARGS) as server:
         pid = int(server.extra["pid"])
         shown = cli._progress
 

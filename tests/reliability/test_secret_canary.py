@@ -12,13 +12,12 @@ import anthropic
 import openai
 import pytest
 import vcr
-from _llama import RECIPE_ONE_THREAD
 
 from jevper import Choice, IncompleteAnswerError, LabelReadoutError, MalformedAnswerError, SystemOneClient
 from jevper.probe import cli
 from jevper.probe.cassettes import load_exchanges
 from jevper.servers import SpawnedServer
-from jevper.servers.llamacpp import spawn_llamacpp
+from jevper.servers.llamacpp import RECIPE_ARGS, spawn_llamacpp
 
 pytestmark = pytest.mark.live
 
@@ -32,7 +31,7 @@ PROBES = ("chat-logprobs", "chat-bad-model", "chat-bad-path", "responses-logprob
 
 @pytest.fixture(scope="module")
 def keyed() -> Iterator[SpawnedServer]:
-    with spawn_llamacpp(api_key=CANARY, extra_args=RECIPE_ONE_THREAD) as server:
+    with spawn_llamacpp(api_key=CANARY, extra_args=RECIPE_ARGS) as server:
         yield server
 
 

@@ -14,7 +14,6 @@ from typing import Any
 
 import httpx
 import pytest
-from _llama import ONE_THREAD
 
 from jevper.servers import SpawnedServer
 from jevper.servers.gateway import spawn_gateway
@@ -40,9 +39,7 @@ NEEDS_NO_KEY = {"auth.ignored-when-off", *NEVER_PROVOKED}
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[SpawnedServer]:
-    # On one thread (tests/_llama.py); the server killed mid-run below keeps the default two, so its
-    # requests stay in flight at the kill.
-    with spawn_llamacpp(extra_args=(*SMALL_SLOTS, *ONE_THREAD)) as server:
+    with spawn_llamacpp(extra_args=SMALL_SLOTS) as server:
         yield server
 
 
