@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import shutil
 import sys
 from collections.abc import Iterator, Sequence
@@ -185,7 +186,7 @@ def _main(args: argparse.Namespace) -> int:
     format_of(args.output, "OUTPUT")
     if args.output.exists():
         if args.resume and not Parts(args.output).folder.exists():
-            print(f"{PROG}: OUTPUT {args.output} is complete; nothing to resume")
+            _say(f"{PROG}: OUTPUT {args.output} is complete; nothing to resume")
             return 0
         if not args.resume:
             raise InvalidQuestionError(
@@ -244,7 +245,7 @@ def _on_engine(args: argparse.Namespace, asked: dict[str, Any], classifier: Batc
         address=args.engine_address,
         options=options,
     )
-    print(summary_line(tally, tally.total))
+    _say(summary_line(tally, tally.total))
     return 0 if not tally.errors else 1
 
 
@@ -264,12 +265,22 @@ async def _run(args: argparse.Namespace, classifier: BatchClassifier, source: In
         )
     except Stopped as stopped:
         _end(bar)
-        print(summary_line(tally, tally.done))
+        _say(summary_line(tally, tally.done))
         print(f"{PROG}: stopped: {stopped}; the rows done are kept, --resume goes on", file=sys.stderr)
         return 3
     _end(bar)
-    print(summary_line(tally, rows))
+    _say(summary_line(tally, rows))
     return 0 if not tally.errors else 1
+
+
+def _say(line: str) -> None:
+    """A line on stdout. A reader that has gone (``| head``, a parent killed) costs the line, not the
+    run: the exit status still says how the rows went, and no traceback follows."""
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        # The interpreter flushes stdout again at exit: point it at nothing, so that flush succeeds.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _end(bar: asyncio.Future[None] | None) -> None:

@@ -81,6 +81,24 @@ def test_a_run_writes_every_row_once_says_so_in_one_line_and_exits_0(
     assert not (tmp_path / "out.parquet.parts").exists()
 
 
+def test_a_reader_gone_before_the_summary_costs_the_line_not_the_run(
+    faults: FaultServer, tmp_path: Path, questions: Path
+) -> None:
+    # `... | head` after its lines, or a parent killed: stdout is a pipe with no reader any more.
+    rows = write_rows(tmp_path / "in.jsonl", 20)
+    command = [
+        sys.executable, "-m", "jevper.batch", str(rows), "out.parquet", "--questions", str(questions),
+        *server_args(faults),
+    ]  # fmt: skip
+    run = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert run.stdout is not None
+    run.stdout.close()
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 0, err.decode()
+    assert b"Traceback" not in err and b"BrokenPipeError" not in err, err.decode()
+    assert pq.read_table(tmp_path / "out.parquet").column("id").to_pylist() == list(range(20))
+
+
 def test_rows_with_errors_are_counted_by_type_and_the_run_exits_1(
     faults: FaultServer, tmp_path: Path, batch_cli: Callable[..., Ran], questions: Path
 ) -> None:
