@@ -13,7 +13,7 @@ import pytest
 from anthropic import Anthropic, AsyncAnthropic
 from openai import AsyncOpenAI, OpenAI
 
-from jevper import AsyncSystemOneClient, Choice, JevperError, ProviderError, SystemOneClient
+from jevper import AsyncSystemOneClient, Choice, JevperError, ProviderError, SystemOneClient, _deadline
 from jevper.testing.faults import FAULTS, FaultServer, running
 
 INTENT = Choice(criteria={"billing": "money", "technical": "errors", "sales": "pricing"})
@@ -118,3 +118,21 @@ def test_a_system_one_timeout_raised_by_jevper_is_not_its_own_cause(faults: Faul
         client.system_one(state="I was charged twice.", questions={"q": INTENT})
     assert caught.value.__cause__ is not caught.value
     acyclic(caught.value)
+
+
+@pytest.mark.parametrize("api", ["chat_completions", "systemone"])
+def test_the_sdks_read_timeout_past_the_deadline_is_reported_as_the_deadline(
+    faults: FaultServer, api: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The SDK's read timeout starts at the headers, a moment after jevper's deadline: on a busy machine it
+    # came first (the test above failed so in 4 workers on two cores). Here the deadline's watchdog never
+    # cuts the socket, so the SDK's timeout always comes first, after the deadline.
+    late = _deadline._Watchdog()
+    monkeypatch.setattr(late, "_watch", lambda: None)
+    monkeypatch.setattr(_deadline, "_WATCHDOG", late)
+    client = blocking(faults.base_url("hang-after-headers"), api, faults.model, timeout=1.0)
+    started = time.monotonic()
+    with pytest.raises(ProviderError, match="expected the whole answer within the 1 s timeout") as caught:
+        client.system_one(state="I was charged twice.", questions={"q": INTENT})
+    assert time.monotonic() - started < 1.0 + 1.5
+    assert caught.value.kind == "timeout"
