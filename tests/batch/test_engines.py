@@ -52,6 +52,15 @@ def llama() -> Iterator[SpawnedServer]:
         yield server
 
 
+@pytest.fixture(scope="module")
+def second_llama() -> Iterator[SpawnedServer]:
+    """A second llama.cpp for the equality test: two servers of one thread each keep both cores busy.
+    With one server on one thread the test's 700 requests left a core idle (the machine was 60% busy
+    for its 160 s); two threads in one server wait for each other beside Ray's and Spark's processes."""
+    with spawn_llamacpp(extra_args=LLAMA_ARGS) as server:
+        yield server
+
+
 @pytest.fixture
 def victim() -> Iterator[SpawnedServer]:
     """A second llama.cpp, to be SIGKILLed mid-job."""
@@ -93,16 +102,19 @@ def on_spark(session: Any, table: pa.Table, servers: list[dict[str, Any]], **opt
 
 
 def test_the_same_200_rows_give_the_same_answers_on_the_local_engine_ray_and_spark(
-    llama: SpawnedServer, ray_local: None, spark: Any
+    llama: SpawnedServer, second_llama: SpawnedServer, ray_local: None, spark: Any
 ) -> None:
     table = rows(200)
-    servers = [server_of(llama)]
+    # Two identical servers (one build, one model, one thread each): a row may be answered by either on
+    # each engine, which the noise below bounds as well as batching does.
+    servers = [server_of(llama), server_of(second_llama)]
     started = time.monotonic()
     local = by_id(on_local(table, servers))
     took = {"local": time.monotonic() - started}
     assert all(row["error"] is None for row in local.values()), [r["error"] for r in local.values()][:3]
-    # The server's own noise: the first 100 rows again, one at a time (no two requests batched).
-    alone = [{**servers[0], "slots": 1}]
+    # The server's own noise: the first 100 rows again, one at a time on each server (no two requests
+    # batched).
+    alone = [{**server, "slots": 1} for server in servers]
     started = time.monotonic()
     again = by_id(on_local(table.slice(0, 100), alone))
     took["100 alone"] = time.monotonic() - started
@@ -236,16 +248,18 @@ def committed_ids(checkpoint: Path) -> set[int]:
 def test_a_ray_job_killed_mid_way_and_run_again_asks_only_rows_with_no_committed_result(
     ray_local: None, faults: FaultServer, tmp_path: Path
 ) -> None:
-    n, answered_first, slots = 200, 100, 4
+    # 100 rows in blocks of 10: each block is a Ray read, map and write, about 2 s of a loaded two-core
+    # machine, so 200 rows took 55 s.
+    n, answered_first, slots, block = 100, 50, 4, 10
     source = tmp_path / "in"
     source.mkdir()
     table = rows(n)
-    for part in range(n // 10):  # small files: Ray reads them as one block unless it is cut
-        pq.write_table(table.slice(part * 10, 10), source / f"part-{part:02}.parquet")
+    for part in range(n // block):  # small files: Ray reads them as one block unless it is cut
+        pq.write_table(table.slice(part * block, block), source / f"part-{part:02}.parquet")
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
     target, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
-    # The first run's server answers 100 requests and then holds every one it gets: the job cannot
+    # The first run's server answers 50 requests and then holds every one it gets: the job cannot
     # finish before it is killed, however fast or slow the machine. A driver of the tests' own cluster.
     held = faults.base_url(*["ok"] * answered_first, *["hang-no-bytes"] * (2 * slots))
     address = ray.get_runtime_context().gcs_address
@@ -256,10 +270,11 @@ def test_a_ray_job_killed_mid_way_and_run_again_asks_only_rows_with_no_committed
         first = subprocess.Popen(
             [*command, held, *paths], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
-    # 100 answered rows hold at least 9 whole blocks of 10 (the two blocks in flight hold the held
-    # requests): wait for Ray to commit 90 of them, then kill the job's driver.
+    # 50 answered rows hold at least 4 whole blocks of 10 (the two blocks in flight hold the held
+    # requests): wait for Ray to commit 40 of them, then kill the job's driver.
+    least = answered_first - block
     deadline = time.monotonic() + 300
-    while len(committed_ids(checkpoint)) < 90 and first.poll() is None and time.monotonic() < deadline:
+    while len(committed_ids(checkpoint)) < least and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
     assert first.poll() is None, (tmp_path / "first.log").read_text()[-2000:]
     kill_session(first.pid)
@@ -267,7 +282,7 @@ def test_a_ray_job_killed_mid_way_and_run_again_asks_only_rows_with_no_committed
     asked_first = posts(faults) - before
     committed = committed_ids(checkpoint)
     assert answered_first < asked_first <= answered_first + slots, asked_first
-    assert 90 <= len(committed) <= answered_first, len(committed)
+    assert least <= len(committed) <= answered_first, len(committed)
     with (tmp_path / "second.log").open("w") as log:
         second = subprocess.run(
             [*command, faults.base_url(), *paths], stdout=log, stderr=subprocess.STDOUT, timeout=400
