@@ -10,7 +10,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import shutil
 import sys
 from collections.abc import Iterator, Sequence
@@ -24,6 +23,7 @@ from jevper.batch._files import Input, format_of
 from jevper.batch._local import DEFAULT_BATCH_ROWS, Stopped, Tally, progress_line, run, summary_line
 from jevper.batch._parts import Parts
 from jevper.models import APIS, METHODS
+from jevper.servers.console import outliving_reader
 from jevper.servers.flags import json_object
 
 PROG = "python -m jevper.batch"
@@ -173,11 +173,14 @@ def _spawned(args: argparse.Namespace) -> Iterator[tuple[str, str] | None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    try:
-        return _main(args)
-    except InvalidQuestionError as bad:
-        print(f"{PROG}: {bad}", file=sys.stderr)
-        return 2
+    # A reader that has gone (``| head``, a parent killed) costs the lines, not the run: the exit status
+    # still says how the rows went, and no traceback follows.
+    with outliving_reader():
+        try:
+            return _main(args)
+        except InvalidQuestionError as bad:
+            print(f"{PROG}: {bad}", file=sys.stderr)
+            return 2
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -186,7 +189,7 @@ def _main(args: argparse.Namespace) -> int:
     format_of(args.output, "OUTPUT")
     if args.output.exists():
         if args.resume and not Parts(args.output).folder.exists():
-            _say(f"{PROG}: OUTPUT {args.output} is complete; nothing to resume")
+            print(f"{PROG}: OUTPUT {args.output} is complete; nothing to resume", flush=True)
             return 0
         if not args.resume:
             raise InvalidQuestionError(
@@ -245,7 +248,7 @@ def _on_engine(args: argparse.Namespace, asked: dict[str, Any], classifier: Batc
         address=args.engine_address,
         options=options,
     )
-    _say(summary_line(tally, tally.total))
+    print(summary_line(tally, tally.total), flush=True)
     return 0 if not tally.errors else 1
 
 
@@ -265,22 +268,12 @@ async def _run(args: argparse.Namespace, classifier: BatchClassifier, source: In
         )
     except Stopped as stopped:
         _end(bar)
-        _say(summary_line(tally, tally.done))
+        print(summary_line(tally, tally.done), flush=True)
         print(f"{PROG}: stopped: {stopped}; the rows done are kept, --resume goes on", file=sys.stderr)
         return 3
     _end(bar)
-    _say(summary_line(tally, rows))
+    print(summary_line(tally, rows), flush=True)
     return 0 if not tally.errors else 1
-
-
-def _say(line: str) -> None:
-    """A line on stdout. A reader that has gone (``| head``, a parent killed) costs the line, not the
-    run: the exit status still says how the rows went, and no traceback follows."""
-    try:
-        print(line, flush=True)
-    except BrokenPipeError:
-        # The interpreter flushes stdout again at exit: point it at nothing, so that flush succeeds.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _end(bar: asyncio.Future[None] | None) -> None:

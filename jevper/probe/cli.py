@@ -22,6 +22,7 @@ from jevper.probe.presets import Preset, get_preset, load_presets
 from jevper.probe.recording import UNANSWERED, Layout, MergeError, ProbeResult, Recording, check_merge
 from jevper.probe.runner import Sent
 from jevper.servers import SpawnedServer, SpawnError, load_spawner
+from jevper.servers.console import outliving_reader
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -365,18 +366,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0].startswith("-") and args[0] not in ("-h", "--help"):
         args = ["record", *args]
-    try:
-        parsed = build_parser().parse_args(args)
-        given = args[1:] if args[:1] == ["record"] else args
-        handler: Handler = parsed.handler
-        return handler(parsed, given)
-    except CatalogueError as exc:
-        print(f"catalogue error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except PageError as exc:
-        print(f"report error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except BrokenPipeError:
-        # The reader went away (`list | head`): stop quietly, as other command-line tools do.
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the interpreter's final flush quiet
-        return EXIT_OK
+    # A reader gone mid-run (`| head`) once ended a record run at its next progress line, writing nothing
+    # and exiting 0: now it costs the lines only.
+    with outliving_reader():
+        try:
+            parsed = build_parser().parse_args(args)
+            given = args[1:] if args[:1] == ["record"] else args
+            handler: Handler = parsed.handler
+            return handler(parsed, given)
+        except CatalogueError as exc:
+            print(f"catalogue error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except PageError as exc:
+            print(f"report error: {exc}", file=sys.stderr)
+            return EXIT_USAGE

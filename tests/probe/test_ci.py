@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -436,3 +438,38 @@ def test_list_shows_the_probes_of_ones_own_after_the_built_in_ones(
     ids = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()]
     assert ids[-2:] == ["ours-stop-sequence", "ours-logprobs-3"]
     assert len(ids) == len(load_catalogue()) + 2
+
+
+def test_a_record_run_whose_reader_has_gone_goes_on_writes_its_recording_and_exits_by_it(
+    tmp_path: Path, server: FaultServer
+) -> None:
+    # `python -m jevper.probe ... | head -2`: the pipe has no reader after two lines. The run once ended
+    # at its next progress line, wrote nothing and exited 0.
+    argv = [
+        "--server",
+        "llamacpp",
+        "--base-url",
+        server.base_url(),
+        "--server-version",
+        "b1",
+        "--model",
+        "smollm2",
+    ]
+    argv += [
+        "--out",
+        str(tmp_path),
+        "--timeout",
+        "5",
+        *(arg for probe_id in ONLY for arg in ("--only", probe_id)),
+    ]
+    run = subprocess.Popen(
+        [sys.executable, "-m", "jevper.probe", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert run.stdout is not None
+    run.stdout.close()
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == cli.EXIT_OK, err.decode()
+    assert b"Traceback" not in err and b"BrokenPipeError" not in err, err.decode()
+    recorded = Recording.load(tmp_path / "fixtures" / KEY)
+    assert [r.id for r in recorded.probes] == list(ONLY)
+    assert all(recorded.has_cassette(probe_id) for probe_id in ONLY)

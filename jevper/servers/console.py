@@ -1,0 +1,66 @@
+"""Standard output and error for the command lines: a reader that goes away (``| head``, a parent
+killed) costs the lines still to come, not the run. The run goes on, keeps what it writes to files,
+and exits with the status its own outcome gives."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any, TextIO
+
+
+class _Outliving(io.TextIOBase):
+    """A text stream that drops what it is given once its reader has gone, instead of raising."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                self._stream.write(text)
+            except BrokenPipeError:
+                self._went()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._went()
+
+    def _went(self) -> None:
+        self.gone = True
+        # The interpreter flushes the stream again at exit: point its descriptor at nothing, so that
+        # flush succeeds and no "Exception ignored" follows.
+        with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+
+    def isatty(self) -> bool:
+        return not self.gone and self._stream.isatty()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self._stream.encoding
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def outliving_reader() -> Iterator[None]:
+    """``sys.stdout`` and ``sys.stderr`` outlive their readers within the block."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Outliving(out), _Outliving(err)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
