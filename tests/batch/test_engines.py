@@ -216,12 +216,13 @@ DRIVER = textwrap.dedent(
     """
     import sys
     from jevper.batch import ray as jray
-    address, url, source, target, checkpoint = sys.argv[1:6]
+    address, url, source, target, checkpoint, block = sys.argv[1:7]
     jray.init(address)
     question = {"topic": {"type": "choice", "criteria": {"billing": "a charge", "other": "anything else"}}}
     jray.classify_files(
         source, target, question, [{"base_url": url, "model": "fault-model", "slots": 4}],
-        checkpoint=checkpoint, api="chat_completions", batch_size=10, part_rows=10, timeout=600.0,
+        checkpoint=checkpoint, api="chat_completions", batch_size=int(block), part_rows=int(block),
+        timeout=600.0,
     )
     """
 )
@@ -248,9 +249,9 @@ def committed_ids(checkpoint: Path) -> set[int]:
 def test_a_ray_job_killed_mid_way_and_run_again_asks_only_rows_with_no_committed_result(
     ray_local: None, faults: FaultServer, tmp_path: Path
 ) -> None:
-    # 100 rows in blocks of 10: each block is a Ray read, map and write, about 2 s of a loaded two-core
-    # machine, so 200 rows took 55 s.
-    n, answered_first, slots, block = 100, 50, 4, 10
+    # 100 rows in blocks of 25: each block is a Ray read, map and write, about 2 s of a loaded two-core
+    # machine (200 rows in blocks of 10 took 55 s).
+    n, answered_first, slots, block = 100, 50, 4, 25
     source = tmp_path / "in"
     source.mkdir()
     table = rows(n)
@@ -264,17 +265,21 @@ def test_a_ray_job_killed_mid_way_and_run_again_asks_only_rows_with_no_committed
     held = faults.base_url(*["ok"] * answered_first, *["hang-no-bytes"] * (2 * slots))
     address = ray.get_runtime_context().gcs_address
     command = [sys.executable, str(driver), address]
-    paths = [str(source), str(target), str(checkpoint)]
+    paths = [str(source), str(target), str(checkpoint), str(block)]
     before = posts(faults)
     with (tmp_path / "first.log").open("w") as log:
         first = subprocess.Popen(
             [*command, held, *paths], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
-    # 50 answered rows hold at least 4 whole blocks of 10 (the two blocks in flight hold the held
-    # requests): wait for Ray to commit 40 of them, then kill the job's driver.
+    # Once the server holds requests, 50 answered rows hold at least one whole block of 25 (the two
+    # blocks in flight hold the held requests): wait for both, then kill the job's driver.
     least = answered_first - block
+
+    def held_and_committed() -> bool:
+        return posts(faults) - before > answered_first and len(committed_ids(checkpoint)) >= least
+
     deadline = time.monotonic() + 300
-    while len(committed_ids(checkpoint)) < least and first.poll() is None and time.monotonic() < deadline:
+    while not held_and_committed() and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
     assert first.poll() is None, (tmp_path / "first.log").read_text()[-2000:]
     kill_session(first.pid)
