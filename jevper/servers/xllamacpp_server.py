@@ -41,8 +41,8 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def params_of(args: argparse.Namespace, xllamacpp: Any) -> Any:
-    """The server's ``CommonParams`` for parsed ``args`` (the key from the environment, taken out)."""
+def params_of(args: argparse.Namespace, xllamacpp: Any, key: str = "") -> Any:
+    """The server's ``CommonParams`` for parsed ``args`` and the API key (none when empty)."""
     params = xllamacpp.CommonParams()
     params.model.path = args.model
     params.hostnames = [args.host]
@@ -58,7 +58,6 @@ def params_of(args: argparse.Namespace, xllamacpp: Any) -> Any:
     params.endpoint_props = args.props
     params.cpuparams.n_threads = args.threads
     params.cpuparams_batch.n_threads = args.threads
-    key = os.environ.pop(API_KEY_ENV, "")
     if key:
         params.api_keys = [key]
     return params
@@ -71,7 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError:
         print("xllamacpp is not installed: pip install 'jevper[local]'", file=sys.stderr)
         return 2
-    params = params_of(args, xllamacpp)
+    # The key is taken out of the environment, so nothing this process starts inherits it.
+    params = params_of(args, xllamacpp, os.environ.pop(API_KEY_ENV, ""))
     # The server's destructor waits for a main loop nothing here can end, so a signal ends the
     # process at once (the kernel's default action), even while the model is still loading.
     for signum in (signal.SIGTERM, signal.SIGINT):

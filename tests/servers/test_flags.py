@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 import pytest
 
@@ -57,3 +58,17 @@ def test_a_spawned_server_bounds_its_prompt_cache_and_the_wrapper_passes_the_bou
     # Without the flag, llama.cpp's own default stands (8,192 MiB in b11549).
     plain = parser().parse_args(["-m", "model.gguf", "--port", "8080"])
     assert params_of(plain, xllamacpp).cache_ram_mib == xllamacpp.CommonParams().cache_ram_mib
+
+
+def test_the_wrapper_sets_the_key_it_is_given_and_leaves_the_callers_environment_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import xllamacpp
+
+    from jevper.servers.xllamacpp_server import API_KEY_ENV, params_of, parser
+
+    monkeypatch.setenv(API_KEY_ENV, "sk-in-the-environment")
+    given = parser().parse_args(["-m", "model.gguf", "--port", "8080"])
+    assert list(params_of(given, xllamacpp, "sk-given").api_keys) == ["sk-given"]
+    assert list(params_of(given, xllamacpp).api_keys) == []
+    assert os.environ[API_KEY_ENV] == "sk-in-the-environment"
