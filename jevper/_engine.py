@@ -282,7 +282,7 @@ def _label(
     )
     method = "grammar" if constrained else "logprobs"
     a = ask(question, "label", grammar=constrained)
-    request = _request(a, question, state, settings, qid)
+    request = _label_budget(_request(a, question, state, settings, qid), settings, memory, surface)
     try:
         try:
             result = yield from _send(surface, request, trail)
@@ -293,9 +293,11 @@ def _label(
             memory.limit(settings.model, surface, "grammar", why)
             trail.why.append(f"dropped grammar: {why}")
             a = ask(question, "label")
-            request, method = replace(request, grammar=None), "logprobs"
+            request, method = replace(request, grammar=None, max_tokens=None), "logprobs"
             result = yield from _send(surface, request, trail)
-        return read_labels(result, a), result, method
+        raw = read_labels(result, a)
+        _held(request, result, a, settings, memory, surface)
+        return raw, result, method
     except ProviderError as error:
         _no_distribution_route(error, settings, surface)
         raise _caller_field(error, settings) from None
@@ -313,8 +315,16 @@ def _label(
         f"Your reply must be exactly one of the letters {', '.join(a.labels)}. Reply with the letter only."
     )
     previous = (Turn("assistant", result.text),) if result.text else ()
-    retry = replace(
-        request, turns=(*request.turns, *previous, Turn("user", correction)), grammar=retry_grammar
+    retry = _label_budget(
+        replace(
+            request,
+            turns=(*request.turns, *previous, Turn("user", correction)),
+            grammar=retry_grammar,
+            max_tokens=None,
+        ),
+        settings,
+        memory,
+        surface,
     )
     trail.why.append(f"corrective retry: {first}")
     try:
@@ -331,6 +341,44 @@ def _label(
             "use method='structured', or a server that honours method='grammar' (llama.cpp)"
         ) from None
     return raw, again, "grammar" if retry_grammar else method
+
+
+#: The output budget of a label under a grammar the server holds to: one letter is one token. Without
+#: it llama.cpp decodes once more, for the end the grammar then forces (predicted_n 2 in its timings).
+#: The batch engine on b11549, four slots, 200 one-question rows, four alternating rounds: 8.9-9.2 rows/s
+#: without the budget, 13.1-14.9 with it, the same choices (2026-12-01).
+LABEL_BUDGET = 1
+
+
+def _label_budget(
+    request: WireRequest, settings: Options, memory: Memory, surface: PromptSurface
+) -> WireRequest:
+    """The request with the label budget, where its grammar has held on this model and surface before.
+
+    Only there: a server that ignores the grammar may open its reply with a blank or a reasoning token,
+    and a budget of one would leave no label to read. A caller's own max_tokens in extra_body wins."""
+    if request.grammar is None or not memory.grammar_held(settings.model, surface):
+        return request
+    return replace(request, max_tokens=LABEL_BUDGET)
+
+
+def _held(
+    request: WireRequest,
+    result: WireResult,
+    a: Ask,
+    settings: Options,
+    memory: Memory,
+    surface: PromptSurface,
+) -> None:
+    """Remember that the grammar held: the reply is exactly one label, ended by the server, no trace."""
+    if (
+        request.grammar is None
+        or request.max_tokens is not None
+        or memory.grammar_held(settings.model, surface)
+    ):
+        return
+    if result.text in a.labels and result.reasoning is None and result.truncated_by is None:
+        memory.hold(settings.model, surface, f"a reply of exactly {result.text!r} under the label grammar")
 
 
 def _refused_grammar(error: ProviderError) -> bool:

@@ -41,6 +41,8 @@ class Memory:
     # api="auto": model -> how many GET /models failed without an answer (a timeout, a 503), and the last
     # one's why; never settled, so a later call asks again
     unanswered: dict[str, tuple[int, Note]] = field(default_factory=dict)
+    # the label grammar held here: a reply of exactly one label, ended by the grammar, with no trace
+    held: dict[tuple[str, PromptSurface], Note] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def route(self, model: str) -> PromptSurface:
@@ -73,6 +75,13 @@ class Memory:
     def limit(self, model: str, surface: PromptSurface, name: str, why: str) -> None:
         with self._lock:
             self.limits.setdefault((model, surface), {})[name] = why
+
+    def grammar_held(self, model: str, surface: PromptSurface) -> bool:
+        return (model, surface) in self.held
+
+    def hold(self, model: str, surface: PromptSurface, why: str) -> None:
+        with self._lock:
+            self.held.setdefault((model, surface), Note("grammar", why))
 
     def native_route(self, model: str) -> Note | None:
         return self.native.get(model)

@@ -27,6 +27,8 @@ def build(request: WireRequest) -> dict[str, Any]:
         body["top_logprobs"] = request.top_logprobs
     if request.grammar is not None:
         body["grammar"] = request.grammar
+    if request.max_tokens is not None:
+        body["max_tokens"] = request.max_tokens
     if request.schema is not None:
         body["response_format"] = {
             "type": "json_schema",

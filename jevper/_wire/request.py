@@ -41,4 +41,6 @@ class WireRequest:
     omit: frozenset[str] = frozenset()  # fields this server has refused before (server_limits)
     prefill: str | None = None  # Messages only: the opening of the answer, sent as a last assistant turn
     stop: tuple[str, ...] = ()  # Messages only: where the answer ends (the server leaves it out)
-    max_tokens: int | None = None  # Messages only: the output budget, when the answer's size is known
+    # The output budget, when the answer's size is known: Messages (its field is required), and Chat
+    # Completions for a label under a grammar the server holds to. Responses sends none.
+    max_tokens: int | None = None

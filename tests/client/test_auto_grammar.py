@@ -4,6 +4,7 @@ client's life where a server refuses the field (scripted server, the real openai
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import openai
 import pytest
@@ -64,3 +65,50 @@ def test_an_explicit_logprobs_method_never_sends_a_grammar(scripted: tuple[Scrip
     script.reply("/chat/completions", 200, chat_label())
     client(server, method="logprobs").system_one(state="charged twice", questions={"q": QUESTION})
     assert "grammar" not in script.bodies("/chat/completions")[0]
+
+
+def prose_label() -> dict[str, Any]:
+    """A server that ignores the grammar: the label, then more words."""
+    body = chat_label()
+    body["choices"][0]["message"]["content"] = "A: billing"
+    return body
+
+
+def test_once_the_grammar_held_a_label_is_asked_with_a_budget_of_one_token(
+    scripted: tuple[Script, FaultServer],
+) -> None:
+    # llama.cpp decodes once more after the label, for the end the grammar forces, unless the budget
+    # ends it first; only a grammar seen to hold gets the budget (a reply of exactly one label).
+    script, server = scripted
+    for _ in range(3):
+        script.reply("/chat/completions", 200, chat_label())
+    asked = client(server)
+    answers = [asked.system_one(state="charged twice", questions={"q": QUESTION}) for _ in range(3)]
+    bodies = script.bodies("/chat/completions")
+    assert [b.get("max_tokens") for b in bodies] == [None, 1, 1]
+    assert all(b["grammar"] == 'root ::= "A" | "B" | "C"' for b in bodies)
+    assert [a.answers["q"].method for a in answers] == ["grammar"] * 3
+    assert answers[1].answers["q"].probabilities == answers[0].answers["q"].probabilities
+
+
+def test_a_server_that_ignores_the_grammar_never_gets_the_label_budget(
+    scripted: tuple[Script, FaultServer],
+) -> None:
+    script, server = scripted
+    for _ in range(2):
+        script.reply("/chat/completions", 200, prose_label())
+    asked = client(server)
+    for _ in range(2):
+        asked.system_one(state="charged twice", questions={"q": QUESTION})
+    assert [b.get("max_tokens") for b in script.bodies("/chat/completions")] == [None, None]
+
+
+def test_a_callers_own_max_tokens_wins_over_the_label_budget(scripted: tuple[Script, FaultServer]) -> None:
+    script, server = scripted
+    for _ in range(2):
+        script.reply("/chat/completions", 200, chat_label())
+    sdk = openai.OpenAI(base_url=server.base_url(), api_key="local", max_retries=0)
+    asked = SystemOneClient(sdk, model="m", api="chat_completions", extra_body={"max_tokens": 5})
+    for _ in range(2):
+        asked.system_one(state="charged twice", questions={"q": QUESTION})
+    assert [b["max_tokens"] for b in script.bodies("/chat/completions")] == [5, 5]
