@@ -105,7 +105,10 @@ def instant_server(delay: float = 0.0) -> Iterator[str]:
 
 
 def bodies(url: str, model: str, texts: list[str]) -> list[str]:
-    """The request bodies jevper sends for ``texts`` (recorded from one row, the state substituted)."""
+    """The request bodies jevper sends for ``texts`` (recorded from one row, the state substituted).
+
+    The second ask's body: once a reply of exactly one label shows the grammar held, a client sends the
+    label budget with it (docs/methods.md), and so does every row after the first few."""
     sent: list[bytes] = []
 
     async def keep(request: Any) -> None:
@@ -117,7 +120,8 @@ def bodies(url: str, model: str, texts: list[str]) -> list[str]:
         from jevper import AsyncSystemOneClient
 
         client = AsyncSystemOneClient(sdk, model=model, api="chat_completions", timeout=TIMEOUT)
-        await client.system_one(state="PLACEHOLDER-STATE", questions=QUESTION)
+        for _ in range(2):
+            await client.system_one(state="PLACEHOLDER-STATE", questions=QUESTION)
         await sdk.close()
 
     asyncio.run(one())
