@@ -9,7 +9,7 @@ from typing import Any
 import openai
 import pytest
 
-from jevper import Choice, SystemOneClient
+from jevper import Choice, SystemOneClient, SystemOneResponse
 from jevper.testing.bodies import chat_label
 from jevper.testing.faults import FaultServer, running
 from jevper.testing.script import Script
@@ -74,17 +74,25 @@ def prose_label() -> dict[str, Any]:
     return body
 
 
+def asked_in_turn(
+    scripted: tuple[Script, FaultServer], reply: dict[str, Any], times: int, **settings: Any
+) -> tuple[list[SystemOneResponse], list[dict[str, Any]]]:
+    """One client asks the question ``times`` times, each answered ``reply``: its answers and bodies."""
+    script, server = scripted
+    for _ in range(times):
+        script.reply("/chat/completions", 200, reply)
+    sdk = openai.OpenAI(base_url=server.base_url(), api_key="local", max_retries=0)
+    asked = SystemOneClient(sdk, model="m", api="chat_completions", **settings)
+    answers = [asked.system_one(state="charged twice", questions={"q": QUESTION}) for _ in range(times)]
+    return answers, script.bodies("/chat/completions")
+
+
 def test_once_the_grammar_held_a_label_is_asked_with_a_budget_of_one_token(
     scripted: tuple[Script, FaultServer],
 ) -> None:
     # llama.cpp decodes once more after the label, for the end the grammar forces, unless the budget
     # ends it first; only a grammar seen to hold gets the budget (a reply of exactly one label).
-    script, server = scripted
-    for _ in range(3):
-        script.reply("/chat/completions", 200, chat_label())
-    asked = client(server)
-    answers = [asked.system_one(state="charged twice", questions={"q": QUESTION}) for _ in range(3)]
-    bodies = script.bodies("/chat/completions")
+    answers, bodies = asked_in_turn(scripted, chat_label(), 3)
     assert [b.get("max_tokens") for b in bodies] == [None, 1, 1]
     assert all(b["grammar"] == 'root ::= "A" | "B" | "C"' for b in bodies)
     assert [a.answers["q"].method for a in answers] == ["grammar"] * 3
@@ -94,21 +102,10 @@ def test_once_the_grammar_held_a_label_is_asked_with_a_budget_of_one_token(
 def test_a_server_that_ignores_the_grammar_never_gets_the_label_budget(
     scripted: tuple[Script, FaultServer],
 ) -> None:
-    script, server = scripted
-    for _ in range(2):
-        script.reply("/chat/completions", 200, prose_label())
-    asked = client(server)
-    for _ in range(2):
-        asked.system_one(state="charged twice", questions={"q": QUESTION})
-    assert [b.get("max_tokens") for b in script.bodies("/chat/completions")] == [None, None]
+    _, bodies = asked_in_turn(scripted, prose_label(), 2)
+    assert [b.get("max_tokens") for b in bodies] == [None, None]
 
 
 def test_a_callers_own_max_tokens_wins_over_the_label_budget(scripted: tuple[Script, FaultServer]) -> None:
-    script, server = scripted
-    for _ in range(2):
-        script.reply("/chat/completions", 200, chat_label())
-    sdk = openai.OpenAI(base_url=server.base_url(), api_key="local", max_retries=0)
-    asked = SystemOneClient(sdk, model="m", api="chat_completions", extra_body={"max_tokens": 5})
-    for _ in range(2):
-        asked.system_one(state="charged twice", questions={"q": QUESTION})
-    assert [b["max_tokens"] for b in script.bodies("/chat/completions")] == [5, 5]
+    _, bodies = asked_in_turn(scripted, chat_label(), 2, extra_body={"max_tokens": 5})
+    assert [b["max_tokens"] for b in bodies] == [5, 5]
