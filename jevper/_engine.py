@@ -316,12 +316,7 @@ def _label(
     )
     previous = (Turn("assistant", result.text),) if result.text else ()
     retry = _label_budget(
-        replace(
-            request,
-            turns=(*request.turns, *previous, Turn("user", correction)),
-            grammar=retry_grammar,
-            max_tokens=None,
-        ),
+        replace(request, turns=(*request.turns, *previous, Turn("user", correction)), grammar=retry_grammar),
         settings,
         memory,
         surface,
@@ -353,13 +348,13 @@ LABEL_BUDGET = 1
 def _label_budget(
     request: WireRequest, settings: Options, memory: Memory, surface: PromptSurface
 ) -> WireRequest:
-    """The request with the label budget, where its grammar has held on this model and surface before.
+    """The request with the label budget where it carries the grammar and the grammar has held on this
+    model and surface before; without it elsewhere.
 
     Only there: a server that ignores the grammar may open its reply with a blank or a reasoning token,
     and a budget of one would leave no label to read. A caller's own max_tokens in extra_body wins."""
-    if request.grammar is None or not memory.grammar_held(settings.model, surface):
-        return request
-    return replace(request, max_tokens=LABEL_BUDGET)
+    held = request.grammar is not None and memory.grammar_held(settings.model, surface)
+    return replace(request, max_tokens=LABEL_BUDGET if held else None)
 
 
 def _held(
@@ -371,14 +366,10 @@ def _held(
     surface: PromptSurface,
 ) -> None:
     """Remember that the grammar held: the reply is exactly one label, ended by the server, no trace."""
-    if (
-        request.grammar is None
-        or request.max_tokens is not None
-        or memory.grammar_held(settings.model, surface)
-    ):
+    if request.grammar is None or memory.grammar_held(settings.model, surface):
         return
     if result.text in a.labels and result.reasoning is None and result.truncated_by is None:
-        memory.hold(settings.model, surface, f"a reply of exactly {result.text!r} under the label grammar")
+        memory.hold(settings.model, surface)
 
 
 def _refused_grammar(error: ProviderError) -> bool:

@@ -42,7 +42,7 @@ class Memory:
     # one's why; never settled, so a later call asks again
     unanswered: dict[str, tuple[int, Note]] = field(default_factory=dict)
     # the label grammar held here: a reply of exactly one label, ended by the grammar, with no trace
-    held: dict[tuple[str, PromptSurface], Note] = field(default_factory=dict)
+    held: set[tuple[str, PromptSurface]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def route(self, model: str) -> PromptSurface:
@@ -79,9 +79,9 @@ class Memory:
     def grammar_held(self, model: str, surface: PromptSurface) -> bool:
         return (model, surface) in self.held
 
-    def hold(self, model: str, surface: PromptSurface, why: str) -> None:
+    def hold(self, model: str, surface: PromptSurface) -> None:
         with self._lock:
-            self.held.setdefault((model, surface), Note("grammar", why))
+            self.held.add((model, surface))
 
     def native_route(self, model: str) -> Note | None:
         return self.native.get(model)

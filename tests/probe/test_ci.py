@@ -41,10 +41,14 @@ def server() -> Iterator[FaultServer]:
         yield started
 
 
-def record(out: Path, base_url: str, *extra: str, only: tuple[str, ...] = ONLY) -> int:
+def record_args(out: Path, base_url: str, *extra: str, only: tuple[str, ...] = ONLY) -> list[str]:
     argv = ["--server", "llamacpp", "--base-url", base_url, "--server-version", "b1", "--model", "smollm2"]
     argv += ["--out", str(out), "--timeout", "5", *extra]
-    return cli.main([*argv, *(arg for probe_id in only for arg in ("--only", probe_id))])
+    return [*argv, *(arg for probe_id in only for arg in ("--only", probe_id))]
+
+
+def record(out: Path, base_url: str, *extra: str, only: tuple[str, ...] = ONLY) -> int:
+    return cli.main(record_args(out, base_url, *extra, only=only))
 
 
 def one_fault_at(probe_id: str, fault: str, only: tuple[str, ...] = ONLY) -> tuple[str, ...]:
@@ -445,25 +449,10 @@ def test_a_record_run_whose_reader_has_gone_goes_on_writes_its_recording_and_exi
 ) -> None:
     # `python -m jevper.probe ... | head -2`: the pipe has no reader after two lines. The run once ended
     # at its next progress line, wrote nothing and exited 0.
-    argv = [
-        "--server",
-        "llamacpp",
-        "--base-url",
-        server.base_url(),
-        "--server-version",
-        "b1",
-        "--model",
-        "smollm2",
-    ]
-    argv += [
-        "--out",
-        str(tmp_path),
-        "--timeout",
-        "5",
-        *(arg for probe_id in ONLY for arg in ("--only", probe_id)),
-    ]
     run = subprocess.Popen(
-        [sys.executable, "-m", "jevper.probe", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, "-m", "jevper.probe", *record_args(tmp_path, server.base_url())],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     assert run.stdout is not None
     run.stdout.close()
