@@ -232,3 +232,254 @@ def test_a_redirect_is_followed_as_the_sdk_follows_it() -> None:
     assert through_sdk[0] == "answered", through_sdk
     assert ours == through_sdk
     assert [r.path for r in script.requests] == ["/systemone", "/moved/systemone"] * 2
+
+
+# --- what the connection does besides a plain answer: TLS, proxies, encodings, redirects, uvloop ---------
+
+Handler = Any  # (method, target, headers, body) -> the raw bytes of the answer
+
+
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str], bytes]:
+    head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+    line, *fields = head.split("\r\n")[:-2]
+    method, target, _ = line.split(" ")
+    headers = {k.strip().lower(): v.strip() for k, v in (f.split(":", 1) for f in fields)}
+    body = await reader.readexactly(int(headers.get("content-length", "0")))
+    return method, target, headers, body
+
+
+class _Raw:
+    """A loopback server answering each request with what ``handler`` makes of it; it keeps the requests."""
+
+    def __init__(self, handler: Handler, tls: Any = None) -> None:
+        self.handler = handler
+        self.tls = tls
+        self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            while True:
+                request = await _read_request(reader)
+                self.requests.append(request)
+                answer = self.handler(*request)
+                writer.write(answer)
+                await writer.drain()
+                if b"\r\nconnection: close\r\n" in answer.split(b"\r\n\r\n", 1)[0] + b"\r\n":
+                    break
+        writer.close()
+
+
+def _answer(body: bytes, *headers: str, status: str = "200 OK") -> bytes:
+    lines = [f"HTTP/1.1 {status}", *headers]
+    if not any(h.lower().startswith(("content-length", "transfer-encoding")) for h in headers):
+        lines.append(f"content-length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+NOUL_BYTES = json.dumps(NOUL_ANSWER).encode()
+
+
+async def _noul(sdk: HTTPClient) -> float:
+    client = AsyncSystemOneClient(sdk, model="m", api="systemone", timeout=TIMEOUT)
+    try:
+        answered = await client.system_one(state="x", questions={"angry": QUESTIONS["angry"]})
+    finally:
+        await sdk.close()
+    return answered.answers["angry"].noul  # type: ignore[union-attr]
+
+
+def test_gzip_deflate_chunked_and_until_close_bodies_are_read_and_an_unknown_encoding_is_named() -> None:
+    import gzip
+    import zlib
+
+    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(NOUL_BYTES), NOUL_BYTES)
+    answers = {
+        "gzip": _answer(gzip.compress(NOUL_BYTES), "content-encoding: gzip"),
+        "deflate": _answer(zlib.compress(NOUL_BYTES), "content-encoding: deflate"),
+        "chunked": _answer(chunked, "transfer-encoding: chunked"),
+        "until-close": b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n" + NOUL_BYTES,
+        "brotli": _answer(b"\x0b\x02\x80", "content-encoding: br"),
+    }
+
+    async def ask(kind: str) -> float | str:
+        server = _Raw(lambda *request: answers[kind])
+        port = await server.start()
+        try:
+            return await _noul(HTTPClient(f"http://127.0.0.1:{port}/v1"))
+        except ProviderError as error:
+            return str(error)
+        finally:
+            server.server.close()
+
+    for kind in ("gzip", "deflate", "chunked", "until-close"):
+        assert asyncio.run(ask(kind)) == 0.5, kind
+    said = asyncio.run(ask("brotli"))
+    assert (
+        isinstance(said, str)
+        and "expected a body in gzip, deflate or plain, got Content-Encoding 'br'" in said
+    )
+
+
+def test_a_redirect_to_another_server_does_not_carry_the_key() -> None:
+    async def ask() -> list[dict[str, str]]:
+        there = _Raw(lambda *request: _answer(NOUL_BYTES))
+        port = await there.start()
+        moved = f"location: http://localhost:{port}/v1/systemone"
+        here = _Raw(lambda *request: _answer(b"", moved, status="307 Temporary Redirect"))
+        here_port = await here.start()
+        try:
+            assert await _noul(HTTPClient(f"http://127.0.0.1:{here_port}/v1", "sk-secret")) == 0.5
+        finally:
+            here.server.close()
+            there.server.close()
+        return [h for _, _, h, _ in here.requests + there.requests]
+
+    first, second = asyncio.run(ask())
+    assert first["authorization"] == "Bearer sk-secret"
+    assert "authorization" not in second
+
+
+@pytest.fixture
+def authority(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A certificate authority of the test's own, which the system's default context trusts."""
+    import trustme
+    ca = trustme.CA()
+    bundle = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(bundle))
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    return ca
+
+
+def _tls_server(ca: Any) -> Any:
+    import ssl
+
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost", "127.0.0.1").configure_cert(context)
+    return context
+
+
+def test_an_https_server_is_asked_over_tls_on_a_kept_connection_and_an_unknown_authority_is_refused(
+    authority: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def ask(times: int) -> tuple[list[float], int]:
+        server = _Raw(lambda *request: _answer(NOUL_BYTES), tls=_tls_server(authority))
+        port = await server.start()
+        sdk = HTTPClient(f"https://localhost:{port}/v1")
+        client = AsyncSystemOneClient(sdk, model="m", api="systemone", timeout=TIMEOUT)
+        try:
+            found = []
+            for _ in range(times):
+                answered = await client.system_one(state="x", questions={"angry": QUESTIONS["angry"]})
+                found.append(answered.answers["angry"].noul)  # type: ignore[union-attr]
+            return found, len(sdk._open)
+        finally:
+            await sdk.close()
+            server.server.close()
+
+    assert asyncio.run(ask(3)) == ([0.5] * 3, 1)
+    monkeypatch.delenv("SSL_CERT_FILE")
+    with pytest.raises(ProviderError) as refused:
+        asyncio.run(ask(1))
+    assert refused.value.kind == "unreachable"
+    assert "CERTIFICATE_VERIFY_FAILED" in str(refused.value)
+
+
+class _Proxy:
+    """A forward proxy: absolute-form requests relayed to their server, CONNECT as a tunnel."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, dict[str, str]]] = []
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            method, target, headers, body = await _read_request(reader)
+            self.seen.append((method, target, headers))
+            if method == "CONNECT":
+                host, port = target.rsplit(":", 1)
+                up_reader, up_writer = await asyncio.open_connection(host, int(port))
+                writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+                return
+            parts = target.split("/", 3)
+            host, port = parts[2].rsplit(":", 1)
+            up_reader, up_writer = await asyncio.open_connection(host, int(port))
+            fields = "".join(f"{k}: {v}\r\n" for k, v in headers.items() if k != "proxy-authorization")
+            up_writer.write(f"{method} /{parts[3]} HTTP/1.1\r\n{fields}\r\n".encode() + body)
+            await asyncio.gather(_pipe(up_reader, writer))
+        writer.close()
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    with contextlib.suppress(ConnectionError):
+        while chunk := await reader.read(65536):
+            writer.write(chunk)
+            await writer.drain()
+    writer.close()
+
+
+def test_the_environments_proxy_carries_http_requests_and_tunnels_https_ones(
+    authority: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def ask(scheme: str) -> tuple[float, _Proxy, _Raw]:
+        tls = _tls_server(authority) if scheme == "https" else None
+        server = _Raw(lambda *request: _answer(NOUL_BYTES, "connection: close"), tls=tls)
+        port = await server.start()
+        proxy = _Proxy()
+        proxy_port = await proxy.start()
+        monkeypatch.setenv(f"{scheme.upper()}_PROXY", f"http://user:pa%20ss@127.0.0.1:{proxy_port}")
+        try:
+            return await _noul(HTTPClient(f"{scheme}://localhost:{port}/v1", "sk-test")), proxy, server
+        finally:
+            proxy.server.close()
+            server.server.close()
+
+    noul, proxy, server = asyncio.run(ask("http"))
+    assert noul == 0.5
+    ((method, target, headers),) = proxy.seen
+    assert (method, target) == (
+        "POST",
+        f"http://localhost:{server.requests[0][2]['host'].split(':')[1]}/v1/systemone",
+    )
+    assert headers["proxy-authorization"] == "Basic dXNlcjpwYSBzcw=="  # user:pa ss
+    assert server.requests[0][2]["authorization"] == "Bearer sk-test"
+
+    noul, proxy, server = asyncio.run(ask("https"))
+    assert noul == 0.5
+    ((method, target, headers),) = proxy.seen
+    assert method == "CONNECT" and target.startswith("localhost:")
+    assert headers["proxy-authorization"] == "Basic dXNlcjpwYSBzcw=="
+    assert server.requests[0][:2] == ("POST", "/v1/systemone")  # inside the tunnel, as to the server
+
+
+def test_the_connection_works_on_uvloop_as_ray_actors_run_it() -> None:
+    import uvloop
+
+    async def ask() -> tuple[list[float], int]:
+        server = _Raw(lambda *request: _answer(NOUL_BYTES))
+        port = await server.start()
+        sdk = HTTPClient(f"http://127.0.0.1:{port}/v1")
+        client = AsyncSystemOneClient(sdk, model="m", api="systemone", timeout=TIMEOUT)
+        try:
+            found = [
+                (await client.system_one(state="x", questions={"angry": QUESTIONS["angry"]}))
+                .answers["angry"]
+                .noul  # type: ignore[union-attr]
+                for _ in range(3)
+            ]
+            return found, len(sdk._open)
+        finally:
+            await sdk.close()
+            server.server.close()
+
+    assert uvloop.run(ask()) == ([0.5] * 3, 1)

@@ -237,7 +237,7 @@ def _instant(scratch: Path, rows: int) -> tuple[list[Figure], list[str]]:
         f"body the engine sends, {CONCURRENCY} in flight, and write a Parquet file of every row's id and "
         "answers; the raw side is the openai SDK's own post() and keeps each answer as JSON text, the "
         "engine also journals every row and commits a part per 1,024 rows (what --resume needs); the "
-        "engine asks over aiohttp (jevper/batch/_http.py), not the SDK.",
+        "engine asks over connections of its own (jevper/batch/_http.py), not the SDK.",
     ]
     return figures, notes
 
