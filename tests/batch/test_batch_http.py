@@ -347,6 +347,7 @@ def test_a_redirect_to_another_server_does_not_carry_the_key() -> None:
 def authority(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """A certificate authority of the test's own, which the system's default context trusts."""
     import trustme
+
     ca = trustme.CA()
     bundle = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(bundle))
