@@ -43,6 +43,8 @@ ERROR_BODY_BYTES = 1024 * 1024
 KEEPALIVE_S = 4.0
 #: Body bytes a connection holds unread before it stops reading the socket (it reads again at a quarter).
 BUFFER_BYTES = 256 * 1024
+#: The most bytes of headers an answer may carry (aiohttp's limit was 8 KiB a line, 32 KiB for all).
+HEADER_BYTES = 64 * 1024
 #: Bytes a gzip or deflate body is decoded into at a time, so that the client's bound on a body holds.
 DECODED_BYTES = 64 * 1024
 #: Redirects followed for one request, as httpx (the openai SDK's client) follows them.
@@ -160,6 +162,7 @@ class _Connection(asyncio.Protocol):
     def _reset(self) -> None:
         self._status: int | None = None
         self._pairs: list[tuple[str, str]] = []
+        self._header_bytes = 0
         self._headers: Headers | None = None
         self._chunks: deque[bytes] = deque()
         self._buffered = 0
@@ -205,6 +208,10 @@ class _Connection(asyncio.Protocol):
     # --- httptools' callbacks -------------------------------------------------------------------------
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_bytes += len(name) + len(value)
+        if self._header_bytes > HEADER_BYTES:
+            self._fail(ServerUnreachableError(f"expected headers of at most {HEADER_BYTES} bytes, got more"))
+            return
         self._pairs.append((name.decode("latin-1"), value.decode("latin-1")))
 
     def on_headers_complete(self) -> None:
@@ -248,12 +255,13 @@ class _Connection(asyncio.Protocol):
         self.transport.write(message)
 
     async def head(self, timeout: float | None) -> tuple[int, Headers]:
-        while self._status is None:
+        while True:
+            # An error first: one found in the headers leaves the parser to read on to their end.
             if self._error is not None:
                 raise self._error
+            if self._status is not None and self._headers is not None:
+                return self._status, self._headers
             await self._wait(timeout)
-        assert self._headers is not None
-        return self._status, self._headers
 
     async def body(self, timeout: float | None) -> AsyncIterator[bytes]:
         while True:

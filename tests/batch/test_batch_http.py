@@ -16,7 +16,7 @@ import pytest
 
 from jevper import AsyncSystemOneClient, Choice, JevperError, Noul, ProviderError, Score
 from jevper._native import question_body
-from jevper.batch._http import HTTPClient, environment_proxy
+from jevper.batch._http import HEADER_BYTES, HTTPClient, environment_proxy
 from jevper.testing.faults import FAULTS, FaultServer, running
 from jevper.testing.script import Script
 from jevper.testing.systemone import SystemOneAnswer
@@ -322,6 +322,23 @@ def test_gzip_deflate_chunked_and_until_close_bodies_are_read_and_an_unknown_enc
         isinstance(said, str)
         and "expected a body in gzip, deflate or plain, got Content-Encoding 'br'" in said
     )
+
+
+def test_headers_past_their_bound_end_the_call_with_the_bound_named() -> None:
+    async def ask() -> str:
+        padding = [f"x-padding-{i}: {'p' * 1000}" for i in range(70)]
+        server = _Raw(lambda *request: _answer(NOUL_BYTES, *padding))
+        port = await server.start()
+        try:
+            await _noul(HTTPClient(f"http://127.0.0.1:{port}/v1"))
+        except ProviderError as error:
+            return f"{error.kind}: {error}"
+        finally:
+            server.server.close()
+        return "answered"
+
+    said = asyncio.run(ask())
+    assert said.startswith("unreachable: ") and f"expected headers of at most {HEADER_BYTES} bytes" in said
 
 
 def test_a_redirect_to_another_server_does_not_carry_the_key() -> None:
