@@ -160,10 +160,9 @@ class _Connection(asyncio.Protocol):
         self._reset()
 
     def _reset(self) -> None:
-        self._status: int | None = None
+        self._head: tuple[int, Headers] | None = None  # the answer's status and headers, once in
         self._pairs: list[tuple[str, str]] = []
         self._header_bytes = 0
-        self._headers: Headers | None = None
         self._chunks: deque[bytes] = deque()
         self._buffered = 0
         self._paused = False
@@ -188,7 +187,7 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
         self._forget(self)
-        if self._status is None:
+        if self._head is None:
             # Closed without a word, it may be a kept connection the server was closing; reset, it broke.
             self._fail(_Dropped() if exc is None else ServerUnreachableError(f"the connection broke: {exc}"))
         elif not self._complete:
@@ -219,8 +218,8 @@ class _Connection(asyncio.Protocol):
         if 100 <= status < 200:  # an interim answer (103 Early Hints): the final one follows
             self._pairs = []
             return
-        self._status = status
-        self._headers = headers = Headers(self._pairs)
+        headers = Headers(self._pairs)
+        self._head = status, headers
         self._keep_alive = self._parser.should_keep_alive()
         self._until_close = (
             "content-length" not in headers
@@ -238,7 +237,7 @@ class _Connection(asyncio.Protocol):
         self._wake()
 
     def on_message_complete(self) -> None:
-        if self._status is not None:
+        if self._head is not None:
             self._complete = True
             self._wake()
 
@@ -259,8 +258,8 @@ class _Connection(asyncio.Protocol):
             # An error first: one found in the headers leaves the parser to read on to their end.
             if self._error is not None:
                 raise self._error
-            if self._status is not None and self._headers is not None:
-                return self._status, self._headers
+            if self._head is not None:
+                return self._head
             await self._wait(timeout)
 
     async def body(self, timeout: float | None) -> AsyncIterator[bytes]:
@@ -370,10 +369,10 @@ class HTTPClient:
         self, method: str, path: str, body: Mapping[str, Any] | None, timeout: float | None
     ) -> Response:
         """The response to one request, its body unread; an error status raises ``StatusError``."""
-        data = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
+        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         url = self.base_url + path
         for _ in range(MAX_REDIRECTS + 1):
-            connection, status, headers = await self._exchange(method, url, data, body is not None, timeout)
+            connection, status, headers = await self._exchange(method, url, data, timeout)
             response = Response(self, connection, status, headers, timeout)
             location = headers.get("location")
             if status in _REDIRECTS and location:
@@ -382,7 +381,7 @@ class HTTPClient:
                 url = urljoin(url, location)
                 # As httpx: a 303 is followed by a GET, and so are a 301 and a 302 after a POST.
                 if status == 303 or (status in (301, 302) and method == "POST"):
-                    method, data, body = "GET", b"", None
+                    method, data = "GET", None
                 continue
             if status >= 400:
                 try:
@@ -394,11 +393,12 @@ class HTTPClient:
         raise ServerUnreachableError(f"{method} {url}: expected an answer within {MAX_REDIRECTS} redirects")
 
     async def _exchange(
-        self, method: str, url: str, data: bytes, has_body: bool, timeout: float | None
+        self, method: str, url: str, data: bytes | None, timeout: float | None
     ) -> tuple[_Connection, int, Headers]:
         origin, target = _split(url)
         proxy = self._proxy(origin, url)
-        message = self._head(method, url, origin, target, proxy, has_body, len(data)).encode() + data
+        head = self._request_head(method, url, origin, target, proxy, data)
+        message = head.encode() if data is None else head.encode() + data
         for last in (False, True):
             connection, kept = await self._connection(origin, proxy, method, url, timeout)
             connection.send(message)
@@ -420,32 +420,25 @@ class HTTPClient:
             return connection, status, headers
         raise AssertionError("unreachable: the second try returns or raises")
 
-    def _head(
-        self,
-        method: str,
-        url: str,
-        origin: _Origin,
-        target: str,
-        proxy: _Proxy | None,
-        has_body: bool,
-        size: int,
+    def _request_head(
+        self, method: str, url: str, origin: _Origin, target: str, proxy: _Proxy | None, data: bytes | None
     ) -> str:
-        """The request's head, up to the body's length (each kind of request's is made once)."""
-        plain_proxy = proxy is not None and origin.scheme == "http"
-        key = (method, url, has_body)
+        """The request's head (each kind of request's is made once, up to the body's length)."""
+        key = (method, url, data is not None)
         head = self._heads.get(key)
         if head is None:
             # A proxy for http:// is sent the whole URL; for https:// it only carries the tunnel.
-            line = f"{method} {url if plain_proxy else target} HTTP/1.1\r\nhost: {origin.authority}\r\n"
+            carrier = proxy if origin.scheme == "http" else None
+            line = f"{method} {target if carrier is None else url} HTTP/1.1\r\nhost: {origin.authority}\r\n"
             # The key goes to the server it was given for, never to another that a redirect names.
             keyed = self._authorization if origin == self._origin else ""
             proxied = ""
-            if plain_proxy and proxy is not None and proxy.authorization:
-                proxied = f"proxy-authorization: {proxy.authorization}\r\n"
-            head = line + self._fixed + keyed + proxied + ("content-length: " if has_body else "")
+            if carrier is not None and carrier.authorization:
+                proxied = f"proxy-authorization: {carrier.authorization}\r\n"
+            head = line + self._fixed + keyed + proxied + ("" if data is None else "content-length: ")
             if len(self._heads) < HEADS_KEPT:  # a server's redirects name what URLs they like
                 self._heads[key] = head
-        return f"{head}{size}\r\n\r\n" if has_body else f"{head}\r\n"
+        return f"{head}\r\n" if data is None else f"{head}{len(data)}\r\n\r\n"
 
     def _proxy(self, origin: _Origin, url: str) -> _Proxy | None:
         if origin not in self._proxies:
@@ -525,7 +518,7 @@ async def _tunnel(loop: asyncio.AbstractEventLoop, proxy: _Proxy, origin: _Origi
         await loop.sock_connect(sock, address)
         await loop.sock_sendall(sock, ("\r\n".join(lines) + "\r\n\r\n").encode())
         answer = b""
-        while b"\r\n\r\n" not in answer and len(answer) < ERROR_BODY_BYTES:
+        while b"\r\n\r\n" not in answer and len(answer) < HEADER_BYTES:
             more = await loop.sock_recv(sock, 4096)
             if not more:
                 break
