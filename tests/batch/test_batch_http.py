@@ -128,6 +128,53 @@ def test_an_error_status_keeps_its_retry_after_for_the_pool() -> None:
     assert "slow down" in str(error)
 
 
+Handler = Any  # (method, target, headers, body) -> the raw bytes of the answer
+
+
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str], bytes]:
+    head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+    line, *fields = head.split("\r\n")[:-2]
+    method, target, _ = line.split(" ")
+    headers = {k.strip().lower(): v.strip() for k, v in (f.split(":", 1) for f in fields)}
+    body = await reader.readexactly(int(headers.get("content-length", "0")))
+    return method, target, headers, body
+
+
+class _Raw:
+    """A loopback server answering each request with what ``handler`` makes of it; it keeps the requests."""
+
+    def __init__(self, handler: Handler, tls: Any = None) -> None:
+        self.handler = handler
+        self.tls = tls
+        self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            while True:
+                request = await _read_request(reader)
+                self.requests.append(request)
+                answer = self.handler(*request)
+                writer.write(answer)
+                await writer.drain()
+                if b"\r\nconnection: close\r\n" in answer.split(b"\r\n\r\n", 1)[0] + b"\r\n":
+                    break
+        writer.close()
+
+
+def _answer(body: bytes, *headers: str, status: str = "200 OK") -> bytes:
+    lines = [f"HTTP/1.1 {status}", *headers]
+    if not any(h.lower().startswith(("content-length", "transfer-encoding")) for h in headers):
+        lines.append(f"content-length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+NOUL_BYTES = json.dumps(NOUL_ANSWER).encode()
+
+
 class _ClosesKeptConnections:
     """A server that answers the first request on each connection and closes the connection, without a
     word, when a second one arrives on it: what a server does that closes an idle connection just as
@@ -142,27 +189,33 @@ class _ClosesKeptConnections:
         first = True
         with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = next(
-                    int(line.split(b":")[1])
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length")
-                )
-                await reader.readexactly(length)
+                await _read_request(reader)
                 if not (first and self.answering):
                     self.dropped += 1
                     break
                 first = False
                 self.answered += 1
-                body = json.dumps(NOUL_ANSWER).encode()
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
-                    + str(len(body)).encode()
-                    + b"\r\n\r\n"
-                    + body
-                )
+                writer.write(_answer(NOUL_BYTES, "content-type: application/json"))
                 await writer.drain()
         writer.close()
+
+
+async def _in_turn(url: str, rows: int) -> tuple[list[float | ProviderError], int]:
+    """Each row's noul, or its error, asked one after another at ``url``; and the connections then open."""
+    sdk = HTTPClient(url)
+    client = AsyncSystemOneClient(sdk, model="m", api="systemone", timeout=TIMEOUT)
+    found: list[float | ProviderError] = []
+    try:
+        for i in range(rows):
+            try:
+                answered = await client.system_one(state=f"row {i}", questions={"angry": QUESTIONS["angry"]})
+            except ProviderError as error:
+                found.append(error)
+            else:
+                found.append(answered.answers["angry"].noul)  # type: ignore[union-attr]
+        return found, len(sdk._open)
+    finally:
+        await sdk.close()
 
 
 def _ask_in_turn(server: _ClosesKeptConnections, rows: int) -> list[float | str]:
@@ -171,23 +224,11 @@ def _ask_in_turn(server: _ClosesKeptConnections, rows: int) -> list[float | str]
     async def ask() -> list[float | str]:
         listening = await asyncio.start_server(server.handle, "127.0.0.1", 0)
         port = listening.sockets[0].getsockname()[1]
-        sdk = HTTPClient(f"http://127.0.0.1:{port}/v1")
-        client = AsyncSystemOneClient(sdk, model="m", api="systemone", timeout=TIMEOUT)
-        found: list[float | str] = []
         try:
-            for i in range(rows):
-                try:
-                    answered = await client.system_one(
-                        state=f"row {i}", questions={"angry": QUESTIONS["angry"]}
-                    )
-                except ProviderError as error:
-                    found.append(error.kind)
-                else:
-                    found.append(answered.answers["angry"].noul)  # type: ignore[union-attr]
+            found, _ = await _in_turn(f"http://127.0.0.1:{port}/v1", rows)
         finally:
-            await sdk.close()
             listening.close()
-        return found
+        return [f.kind if isinstance(f, ProviderError) else f for f in found]
 
     return asyncio.run(ask())
 
@@ -235,52 +276,6 @@ def test_a_redirect_is_followed_as_the_sdk_follows_it() -> None:
 
 
 # --- what the connection does besides a plain answer: TLS, proxies, encodings, redirects, uvloop ---------
-
-Handler = Any  # (method, target, headers, body) -> the raw bytes of the answer
-
-
-async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str], bytes]:
-    head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
-    line, *fields = head.split("\r\n")[:-2]
-    method, target, _ = line.split(" ")
-    headers = {k.strip().lower(): v.strip() for k, v in (f.split(":", 1) for f in fields)}
-    body = await reader.readexactly(int(headers.get("content-length", "0")))
-    return method, target, headers, body
-
-
-class _Raw:
-    """A loopback server answering each request with what ``handler`` makes of it; it keeps the requests."""
-
-    def __init__(self, handler: Handler, tls: Any = None) -> None:
-        self.handler = handler
-        self.tls = tls
-        self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
-
-    async def start(self) -> int:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
-        return int(self.server.sockets[0].getsockname()[1])
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
-            while True:
-                request = await _read_request(reader)
-                self.requests.append(request)
-                answer = self.handler(*request)
-                writer.write(answer)
-                await writer.drain()
-                if b"\r\nconnection: close\r\n" in answer.split(b"\r\n\r\n", 1)[0] + b"\r\n":
-                    break
-        writer.close()
-
-
-def _answer(body: bytes, *headers: str, status: str = "200 OK") -> bytes:
-    lines = [f"HTTP/1.1 {status}", *headers]
-    if not any(h.lower().startswith(("content-length", "transfer-encoding")) for h in headers):
-        lines.append(f"content-length: {len(body)}")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
-
-
-NOUL_BYTES = json.dumps(NOUL_ANSWER).encode()
 
 
 async def _noul(sdk: HTTPClient) -> float:
@@ -386,27 +381,19 @@ def _tls_server(ca: Any) -> Any:
 def test_an_https_server_is_asked_over_tls_on_a_kept_connection_and_an_unknown_authority_is_refused(
     authority: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async def ask(times: int) -> tuple[list[float], int]:
+    async def ask(times: int) -> tuple[list[float | ProviderError], int]:
         server = _Raw(lambda *request: _answer(NOUL_BYTES), tls=_tls_server(authority))
         port = await server.start()
-        sdk = HTTPClient(f"https://localhost:{port}/v1")
-        client = AsyncSystemOneClient(sdk, model="m", api="systemone", timeout=TIMEOUT)
         try:
-            found = []
-            for _ in range(times):
-                answered = await client.system_one(state="x", questions={"angry": QUESTIONS["angry"]})
-                found.append(answered.answers["angry"].noul)  # type: ignore[union-attr]
-            return found, len(sdk._open)
+            return await _in_turn(f"https://localhost:{port}/v1", times)
         finally:
-            await sdk.close()
             server.server.close()
 
     assert asyncio.run(ask(3)) == ([0.5] * 3, 1)
     monkeypatch.delenv("SSL_CERT_FILE")
-    with pytest.raises(ProviderError) as refused:
-        asyncio.run(ask(1))
-    assert refused.value.kind == "unreachable"
-    assert "CERTIFICATE_VERIFY_FAILED" in str(refused.value)
+    (refused,), _ = asyncio.run(ask(1))
+    assert isinstance(refused, ProviderError) and refused.kind == "unreachable"
+    assert "CERTIFICATE_VERIFY_FAILED" in str(refused)
 
 
 class _Proxy:
@@ -483,21 +470,12 @@ def test_the_environments_proxy_carries_http_requests_and_tunnels_https_ones(
 def test_the_connection_works_on_uvloop_as_ray_actors_run_it() -> None:
     import uvloop
 
-    async def ask() -> tuple[list[float], int]:
+    async def ask() -> tuple[list[float | ProviderError], int]:
         server = _Raw(lambda *request: _answer(NOUL_BYTES))
         port = await server.start()
-        sdk = HTTPClient(f"http://127.0.0.1:{port}/v1")
-        client = AsyncSystemOneClient(sdk, model="m", api="systemone", timeout=TIMEOUT)
         try:
-            found = [
-                (await client.system_one(state="x", questions={"angry": QUESTIONS["angry"]}))
-                .answers["angry"]
-                .noul  # type: ignore[union-attr]
-                for _ in range(3)
-            ]
-            return found, len(sdk._open)
+            return await _in_turn(f"http://127.0.0.1:{port}/v1", 3)
         finally:
-            await sdk.close()
             server.server.close()
 
     assert uvloop.run(ask()) == ([0.5] * 3, 1)
