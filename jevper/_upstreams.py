@@ -189,7 +189,9 @@ class Upstreams:
         self._give_up_after = give_up_after
         self._clock = clock
         self._turn = 0
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        # Calls waiting for room, each with the servers it passes over; how many pass over some.
+        self._waiters: deque[tuple[asyncio.Future[None], frozenset[_Server]]] = deque()
+        self._avoiding = 0
 
     @property
     def slots(self) -> int:
@@ -222,14 +224,26 @@ class Upstreams:
                 return Lease(self, server)
             self._check_reachable()
             waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
+            entry = (waiter, avoid)
+            self._waiters.append(entry)
+            self._avoiding += bool(avoid)
             try:
-                await asyncio.wait_for(waiter, self._until_change())
+                until = self._until_change()
+                if until is None:
+                    await waiter
+                else:
+                    await asyncio.wait_for(waiter, until)
             except TimeoutError:
                 pass
+            except BaseException:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake(1)  # woken for a slot and cancelled: the slot goes to the next waiter
+                raise
             finally:
-                with contextlib.suppress(ValueError):
-                    self._waiters.remove(waiter)
+                if not waiter.done() or waiter.cancelled():  # not woken: still in the queue
+                    with contextlib.suppress(ValueError):
+                        self._waiters.remove(entry)
+                        self._avoiding -= bool(avoid)
 
     @contextlib.asynccontextmanager
     async def lease(self) -> AsyncIterator[Lease]:
@@ -278,8 +292,7 @@ class Upstreams:
         for server in self._servers:
             if server.spec.base_url == base_url:
                 server.failures, server.out_until = 0, 0.0
-        for _ in range(len(self._waiters)):
-            self._wake()
+        self._wake()
 
     async def aclose(self) -> None:
         """Close every server's client (its SDK's connections)."""
@@ -321,32 +334,39 @@ class Upstreams:
         if outcome is None or said is None:
             if outcome is None:
                 server.succeeded += 1
+            back = server.failures > 0  # on trial until now: all its slots are free again
             server.failures = 0
+            # One slot came free: one waiter takes it. Every waiter looks again where more came free or
+            # where a waiter passes over some servers (it may not take this one). Waking every waiter at
+            # each release cost a batch's rows twice the CPU with 8 batches waiting on 8 slots (a Ray actor).
+            self._wake(None if back or self._avoiding else 1)
+            return
+        error = outcome[1]
+        server.last_error = f"{type(error).__name__}: {error}"
+        now = self._clock()
+        if said == "busy":
+            server.paused += 1
+            wait = getattr(server_failure(error) or error, "retry_after", None)
+            server.out_until = max(server.out_until, now + (wait if wait is not None else DEFAULT_PAUSE_S))
         else:
-            error = outcome[1]
-            server.last_error = f"{type(error).__name__}: {error}"
-            now = self._clock()
-            if said == "busy":
-                server.paused += 1
-                wait = getattr(server_failure(error) or error, "retry_after", None)
-                server.out_until = max(
-                    server.out_until, now + (wait if wait is not None else DEFAULT_PAUSE_S)
-                )
-            else:
-                server.failed += 1
-                # Calls that were in flight together and fail together are one failure, not several.
-                if now >= server.out_until:
-                    server.failures += 1
-                    wait = min(self._cool_down * 2 ** (server.failures - 1), self._max_cool_down)
-                    server.out_until = now + wait
+            server.failed += 1
+            # Calls that were in flight together and fail together are one failure, not several.
+            if now >= server.out_until:
+                server.failures += 1
+                wait = min(self._cool_down * 2 ** (server.failures - 1), self._max_cool_down)
+                server.out_until = now + wait
+        # A failure may leave no server to wait for: every waiter looks again.
         self._wake()
 
-    def _wake(self) -> None:
-        # Every waiter looks again: a release may make room, and a failure may leave none to wait for.
-        while self._waiters:
-            waiter = self._waiters.popleft()
+    def _wake(self, count: int | None = None) -> None:
+        """Wake ``count`` waiters (None: every one), the longest waiting first, each to look again."""
+        woken = 0
+        while self._waiters and (count is None or woken < count):
+            waiter, avoid = self._waiters.popleft()
+            self._avoiding -= bool(avoid)
             if not waiter.done():
                 waiter.set_result(None)
+                woken += 1
 
     def _until_change(self) -> float | None:
         """Seconds until a server that is out comes back (None: only a release can make room)."""

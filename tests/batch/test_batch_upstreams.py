@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from typing import Any
 
 import pyarrow as pa
@@ -148,3 +149,76 @@ def test_an_error_is_blamed_on_the_server_only_when_another_server_could_answer(
 ) -> None:
     error = ProviderError("x", status=status, server_message="x", kind=kind, retry_after=retry_after)
     assert blame(error) == said
+
+
+def offline(spec: Upstream) -> AsyncSystemOneClient:
+    """A server's client that is never asked: these tests hold and release slots by hand."""
+    return AsyncSystemOneClient(object(), model=spec.model)
+
+
+async def settled() -> None:
+    """Let every task that can run, run."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def test_a_slot_freed_wakes_one_waiting_call_and_the_waiting_calls_are_served_in_turn() -> None:
+    async def run() -> None:
+        looks = 0
+
+        def clock() -> float:  # read once per look for room (and once per release)
+            nonlocal looks
+            looks += 1
+            return time.monotonic()
+
+        pool = Upstreams([Upstream("http://127.0.0.1:9/v1", "m", slots=1)], offline, clock=clock)
+        held = await pool.acquire()
+        waiting = [asyncio.ensure_future(pool.acquire()) for _ in range(50)]
+        await settled()
+        for turn in range(50):
+            before = looks
+            held.succeeded()
+            await settled()
+            # One waiter looks again; waking all fifty cost each freed slot some 150 looks.
+            assert looks - before <= 3
+            assert [w.done() for w in waiting] == [i <= turn for i in range(50)]
+            held = waiting[turn].result()
+        held.succeeded()
+
+    asyncio.run(asyncio.wait_for(run(), 20))
+
+
+def test_a_waiting_call_cancelled_as_it_is_woken_leaves_the_slot_to_the_next() -> None:
+    async def run() -> None:
+        pool = Upstreams([Upstream("http://127.0.0.1:9/v1", "m", slots=1)], offline)
+        held = await pool.acquire()
+        first, second = asyncio.ensure_future(pool.acquire()), asyncio.ensure_future(pool.acquire())
+        await settled()
+        held.succeeded()  # wakes the first...
+        first.cancel()  # ...which is cancelled before it runs
+        lease = await asyncio.wait_for(second, 2)
+        assert first.cancelled()
+        lease.succeeded()
+
+    asyncio.run(asyncio.wait_for(run(), 20))
+
+
+def test_a_slot_freed_reaches_a_waiting_call_queued_behind_one_that_passes_over_that_server() -> None:
+    async def run() -> None:
+        servers = [Upstream(f"http://127.0.0.1:{port}/v1", "m", slots=1) for port in (9, 10)]
+        pool = Upstreams(servers, offline)
+        one, two = await pool.acquire(), await pool.acquire()
+        assert {one.upstream, two.upstream} == set(servers)
+        # The first in the queue passes over the first server (it failed that call there): only the
+        # second server's slot will do for it, while the call queued behind it takes any.
+        choosy = asyncio.ensure_future(pool.acquire(frozenset({one._server})))
+        await settled()
+        any_server = asyncio.ensure_future(pool.acquire())
+        await settled()
+        one.succeeded()
+        lease = await asyncio.wait_for(any_server, 2)
+        assert lease.upstream == one.upstream and not choosy.done()
+        two.succeeded()
+        assert (await asyncio.wait_for(choosy, 2)).upstream == two.upstream
+
+    asyncio.run(asyncio.wait_for(run(), 20))
