@@ -44,7 +44,25 @@ class Ask:
     grammar: str | None  # the GBNF restricting the answer to a label
 
 
+#: The asks made so far, by question identity (the question is kept, so its id is not reused meanwhile):
+#: an ask depends on its question alone, and a batch asks the same question once for every row.
+_MADE: dict[tuple[int, Kind, bool], tuple[Question, Ask]] = {}
+_KEPT = 256
+
+
 def ask(question: Question, kind: Kind, *, grammar: bool = False) -> Ask:
+    key = (id(question), kind, grammar)
+    made = _MADE.get(key)
+    if made is not None and made[0] is question:
+        return made[1]
+    fresh = _made(question, kind, grammar)
+    if len(_MADE) >= _KEPT:
+        _MADE.clear()
+    _MADE[key] = (question, fresh)
+    return fresh
+
+
+def _made(question: Question, kind: Kind, grammar: bool) -> Ask:
     options = question.options
     qtype = question.type
     if kind == "label":

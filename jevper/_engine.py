@@ -182,7 +182,15 @@ def _once(trail: Trail, why: str) -> None:
         trail.why.append(why)
 
 
-def _request(a: Ask, question: Question, state: StateTurns, settings: Options, qid: str) -> WireRequest:
+def _request(
+    a: Ask,
+    question: Question,
+    state: StateTurns,
+    settings: Options,
+    qid: str,
+    *,
+    max_tokens: int | None = None,
+) -> WireRequest:
     examples = _examples(a, question, settings.examples, qid)
     prompt = layout(a.system, examples, a.question, state)
     key = settings.prompt_cache_key or derived_cache_key(
@@ -201,6 +209,7 @@ def _request(a: Ask, question: Question, state: StateTurns, settings: Options, q
         reasoning_effort=reasoning.effort if reasoning else None,
         thinking_budget=reasoning.budget_tokens if reasoning else None,
         extra_body=settings.extra_body,
+        max_tokens=max_tokens,
     )
 
 
@@ -282,7 +291,8 @@ def _label(
     )
     method = "grammar" if constrained else "logprobs"
     a = ask(question, "label", grammar=constrained)
-    request = _label_budget(_request(a, question, state, settings, qid), settings, memory, surface)
+    budget = _label_budget(a.grammar, settings, memory, surface)
+    request = _request(a, question, state, settings, qid, max_tokens=budget)
     try:
         try:
             result = yield from _send(surface, request, trail)
@@ -315,11 +325,11 @@ def _label(
         f"Your reply must be exactly one of the letters {', '.join(a.labels)}. Reply with the letter only."
     )
     previous = (Turn("assistant", result.text),) if result.text else ()
-    retry = _label_budget(
-        replace(request, turns=(*request.turns, *previous, Turn("user", correction)), grammar=retry_grammar),
-        settings,
-        memory,
-        surface,
+    retry = replace(
+        request,
+        turns=(*request.turns, *previous, Turn("user", correction)),
+        grammar=retry_grammar,
+        max_tokens=_label_budget(retry_grammar, settings, memory, surface),
     )
     trail.why.append(f"corrective retry: {first}")
     try:
@@ -346,15 +356,15 @@ LABEL_BUDGET = 1
 
 
 def _label_budget(
-    request: WireRequest, settings: Options, memory: Memory, surface: PromptSurface
-) -> WireRequest:
-    """The request with the label budget where it carries the grammar and the grammar has held on this
-    model and surface before; without it elsewhere.
+    grammar: str | None, settings: Options, memory: Memory, surface: PromptSurface
+) -> int | None:
+    """The label budget for a request that carries ``grammar``, where the grammar has held on this model
+    and surface before; None elsewhere.
 
     Only there: a server that ignores the grammar may open its reply with a blank or a reasoning token,
     and a budget of one would leave no label to read. A caller's own max_tokens in extra_body wins."""
-    held = request.grammar is not None and memory.grammar_held(settings.model, surface)
-    return replace(request, max_tokens=LABEL_BUDGET if held else None)
+    held = grammar is not None and memory.grammar_held(settings.model, surface)
+    return LABEL_BUDGET if held else None
 
 
 def _held(

@@ -6,6 +6,7 @@ the derived prompt_cache_key covers.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -102,6 +103,7 @@ def layout(system: str, examples: str | None, question: str, state: StateTurns) 
     return Prompt(full_system, (*turns, *state.turns))
 
 
+@functools.lru_cache(maxsize=256)
 def derived_cache_key(*parts: str) -> str:
     """A stable key over everything that precedes the state."""
     digest = hashlib.sha256("\x00".join(parts).encode()).hexdigest()

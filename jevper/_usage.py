@@ -8,16 +8,19 @@ from jevper._wire import WireResult
 from jevper.models import Usage
 
 
-def _sum(values: Iterable[int | None]) -> int | None:
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
-
-
 def total(results: Iterable[WireResult]) -> Usage:
-    results = list(results)
-    return Usage(
-        prompt_tokens=_sum(r.usage.prompt_tokens for r in results),
-        completion_tokens=_sum(r.usage.completion_tokens for r in results),
-        cached_tokens=_sum(r.usage.cached_tokens for r in results),
-        requests=len(results),
-    )
+    """The sums, each None when no response reported that count; one pass over the responses."""
+    prompt: int | None = None
+    completion: int | None = None
+    cached: int | None = None
+    requests = 0
+    for result in results:
+        requests += 1
+        usage = result.usage
+        if usage.prompt_tokens is not None:
+            prompt = usage.prompt_tokens + (prompt or 0)
+        if usage.completion_tokens is not None:
+            completion = usage.completion_tokens + (completion or 0)
+        if usage.cached_tokens is not None:
+            cached = usage.cached_tokens + (cached or 0)
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached, requests=requests)

@@ -15,6 +15,7 @@ from jevper._wire.surface import PromptSurfaceRecord
 SURFACE: Final = "chat_completions"
 #: Where a trace can be, in the order servers use them (ollama/vLLM, llama.cpp/SGLang, others).
 TRACE_FIELDS = ("reasoning", "reasoning_content", "thinking")
+_TRACE_PATHS = tuple((name, f"choices[0].message.{name}") for name in TRACE_FIELDS)
 
 
 def build(request: WireRequest) -> dict[str, Any]:
@@ -55,8 +56,8 @@ def read(body: Mapping[str, Any], *, model: str | None = None) -> WireResult:
     message = r.mapping(SURFACE, "choices[0].message", choice.get("message"))
     text = r.opt_str(SURFACE, "choices[0].message.content", message.get("content"))
     reasoning, field = None, None
-    for name in TRACE_FIELDS:
-        trace = r.encodable(r.opt_str(SURFACE, f"choices[0].message.{name}", message.get(name)))
+    for name, path in _TRACE_PATHS:
+        trace = r.encodable(r.opt_str(SURFACE, path, message.get(name)))
         if trace:
             reasoning, field = trace, name
             break
