@@ -1,11 +1,11 @@
 """An instant-answer HTTP server for the overhead benchmark, run in its own process.
 
-Every POST is answered at once with one recorded body; the server keeps connections alive and times
-its own work per request (request fully read -> response written), so the report can show that it
-does not dominate what is measured. ``GET /__stats`` returns those timings and resets them;
-``GET /__last`` returns the last POST body as it arrived.
+Every POST is answered at once (or after ``--delay`` seconds) with one recorded body; the server keeps
+connections alive and times its own work per request (request fully read -> response written), so the
+report can show that it does not dominate what is measured. ``GET /__stats`` returns those timings and
+resets them; ``GET /__last`` returns the last POST body as it arrived.
 
-Run as ``python _loopback.py BODY_FILE``: it prints its port on the first line of stdout.
+Run as ``python _loopback.py BODY_FILE [--delay S]``: it prints its port on the first line of stdout.
 """
 
 from __future__ import annotations
@@ -45,10 +45,11 @@ def _response(status: str, body: bytes, kind: bytes = b"application/json") -> by
 class _Instant(asyncio.Protocol):
     """One connection: parse HTTP/1.1 requests with content-length bodies, answer each at once."""
 
-    def __init__(self, answer: bytes, stats: list[int], last: list[bytes]) -> None:
+    def __init__(self, answer: bytes, stats: list[int], last: list[bytes], delay: float = 0.0) -> None:
         self.answer = answer
         self.stats = stats
         self.last = last
+        self.delay = delay
         self.buffer = b""
         self.transport: asyncio.Transport | None = None
 
@@ -84,7 +85,11 @@ class _Instant(asyncio.Protocol):
         method, path = request_line[0], request_line[1]
         if method == b"POST":
             self.last[0] = body
-            self.transport.write(self.answer)
+            if self.delay:
+                # Answers keep their order on the connection: each is written after the same wait.
+                asyncio.get_running_loop().call_later(self.delay, self._write, self.answer)
+            else:
+                self.transport.write(self.answer)
         elif path == b"/__stats":
             timings = sorted(self.stats)
             report = {
@@ -99,13 +104,17 @@ class _Instant(asyncio.Protocol):
         else:
             self.transport.write(_response("404 Not Found", b"{}"))
 
+    def _write(self, data: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
 
-async def _serve(body: bytes) -> None:
+
+async def _serve(body: bytes, delay: float = 0.0) -> None:
     answer = _response("200 OK", body)
     stats: list[int] = []
     last = [b""]
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: _Instant(answer, stats, last), "127.0.0.1", 0)
+    server = await loop.create_server(lambda: _Instant(answer, stats, last, delay), "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     print(port, flush=True)
     async with server:
@@ -132,12 +141,15 @@ class InstantServer:
 
 
 @contextlib.contextmanager
-def instant_server(body: bytes, scratch: Path) -> Iterator[InstantServer]:
-    """Start the server in its own process (so it runs beside, not inside, the measured client)."""
+def instant_server(body: bytes, scratch: Path, delay: float = 0.0) -> Iterator[InstantServer]:
+    """Start the server in its own process (so it runs beside, not inside, the measured client); with
+    ``delay``, every POST is answered that many seconds after it arrived."""
     body_file = scratch / "instant-body.json"
     body_file.write_bytes(body)
     process = subprocess.Popen(
-        [sys.executable, str(Path(__file__)), str(body_file)], stdout=subprocess.PIPE, text=True
+        [sys.executable, str(Path(__file__)), str(body_file), "--delay", str(delay)],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert process.stdout is not None
@@ -149,4 +161,5 @@ def instant_server(body: bytes, scratch: Path) -> Iterator[InstantServer]:
 
 
 if __name__ == "__main__":
-    asyncio.run(_serve(Path(sys.argv[1]).read_bytes()))
+    delay = float(sys.argv[3]) if sys.argv[2:3] == ["--delay"] else 0.0
+    asyncio.run(_serve(Path(sys.argv[1]).read_bytes(), delay))

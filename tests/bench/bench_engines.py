@@ -1,15 +1,17 @@
 """The batch core on Ray Data and Spark, side by side with the local engine and the raw async SDK.
 
-On the instant server (``python -m jevper.testing.faults`` in its own process; every answer at once),
-``JEVPER_BENCH_ENGINE_ROWS`` rows (default 100,000) through: the raw async SDK (the same requests at the
-same concurrency, no jevper), the local engine (``python -m jevper.batch``'s run), Ray Data and Spark,
-each engine's start-up (session, first map) timed apart from its steady rate. Then the anchor: Ray
-Data's own HTTP stage (``ray.data.llm``, a black box in an environment of its own) against jevper's Ray
-class at the same number of actors: on the instant server the stage at 1, 2 and 4 actors and the class at
-the stage's best, each at two sizes in one session so that the steady rate (the actors' start apart) is
-the rows the larger run added over the time it added; on the same server answering after 20 ms one actor
-each; on the embedded llama.cpp (-np 4, 120 rows) one actor each, in alternating rounds with that
-server's ceiling by raw concurrent SDK calls, the best round of each kept.
+On the instant server (``_loopback`` in its own process, every POST answered at once with the fault
+server's healthy label answer), ``JEVPER_BENCH_ENGINE_ROWS`` rows (default 100,000) through: the raw
+async SDK (the same requests at the same concurrency, no jevper), the local engine (``python -m
+jevper.batch``'s run), Ray Data and Spark, each engine's start-up (session, first map) timed apart from
+its steady rate. Then the anchor: Ray Data's own HTTP stage (``ray.data.llm``, a black box in an
+environment of its own) against jevper's Ray class at the same number of actors: on the instant server
+the stage at a concurrency of 1, 2 and 4 (a pool that Ray grows as far as its CPUs allow: the actors it
+ran are counted) and the class on as many actors as the stage's best ran, each at two sizes in one
+session so that the steady rate (the actors' start apart) is the rows the larger run added over the
+time it added; on the same server answering after 20 ms one actor each; on the embedded llama.cpp
+(-np 4, 120 rows) one actor each, in alternating rounds with that server's ceiling by raw concurrent
+SDK calls, the best round of each kept.
 ``JEVPER_BENCH_ENGINES_PART=anchor`` runs the anchor alone and keeps the other figures of the last run.
 """
 
@@ -34,13 +36,16 @@ import httpx
 import openai
 import pyarrow as pa
 import pyarrow.parquet as pq
+from _loopback import InstantServer
+from _loopback import instant_server as loopback
 from _report import Figure, Section, load_average, load_sections, now
 
+from jevper._wire import chat
 from jevper.batch import BatchClassifier
 from jevper.batch._files import Input
 from jevper.batch._local import run as run_local
 from jevper.servers.llamacpp import spawn_llamacpp
-from jevper.servers.process import free_port
+from jevper.testing.bodies import Answer, encode
 
 DEFAULT_ROWS = 100_000
 #: The raw SDK's rows (its rate is issue 19's figure; scripts/bench batch measures it at length).
@@ -82,26 +87,24 @@ def states(n: int) -> list[str]:
     return [state(i) for i in range(n)]
 
 
+#: What the instant server answers every POST with: the fault server's healthy answer to a label
+#: question (the label "A", with logprobs over A, B and C).
+INSTANT_ANSWER = encode(Answer(chat.SURFACE, {"logprobs": True}, "fault-model").body())
+
+
 @contextlib.contextmanager
-def instant_server(delay: float = 0.0) -> Iterator[str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "jevper.testing.faults", "--port", str(port), "--delay", str(delay)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(url + "/models", timeout=1).status_code == 200:
-                    break
-            time.sleep(0.1)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(10)
+def instant_server(delay: float = 0.0) -> Iterator[InstantServer]:
+    """The benchmarks' loopback server (``_loopback``), answering every POST with INSTANT_ANSWER at once
+    or after ``delay`` seconds. Not the fault server: its JSON work per request (0.07-0.13 ms of CPU
+    against 0.035-0.056 here) was a large share of two cores at the class's rate (docs/batch.md)."""
+    with tempfile.TemporaryDirectory() as scratch, loopback(INSTANT_ANSWER, Path(scratch), delay) as server:
+        yield server
+
+
+def cpu_s(process: subprocess.Popen[str]) -> float:
+    """CPU seconds a process (the instant server) has used so far."""
+    stat = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def bodies(url: str, model: str, texts: list[str]) -> list[str]:
@@ -282,35 +285,61 @@ def anchor_env() -> Path:
 def http_stage(
     url: str, sent: list[str], actors: int, folder: Path, sizes: tuple[int, ...] = ()
 ) -> dict[str, Any]:
-    """The stage's run of ``sent`` (or of each of ``sizes`` rows, in one Ray session): its JSON line."""
+    """The stage's run of ``sent`` (or of each of ``sizes`` rows, in one Ray session): its JSON line, and
+    ``actors_seen``, the number of the stage's actors that ran (the count seen most often while any ran):
+    an integer ``concurrency`` is a pool from 1 to that many, which Ray grows only as far as its CPUs
+    allow (to 2 at a setting of 4 or 8 here)."""
     path = folder / f"bodies-{len(sent)}.jsonl"
     path.write_text("\n".join(sent) + "\n")
-    done = subprocess.run(
-        [
-            str(anchor_env()),
-            str(HERE / "_ray_http_stage.py"),
-            url + "/chat/completions",
-            str(path),
-            str(actors),
-            *([",".join(map(str, sizes))] if sizes else []),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=True,
+    command = [
+        str(anchor_env()),
+        str(HERE / "_ray_http_stage.py"),
+        url + "/chat/completions",
+        str(path),
+        str(actors),
+        *([",".join(map(str, sizes))] if sizes else []),
+    ]
+    seen: dict[int, int] = {}
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as stage:
+        deadline = time.monotonic() + 1800
+        while stage.poll() is None:
+            if time.monotonic() > deadline:
+                stage.kill()
+                raise TimeoutError(f"Ray's HTTP stage took over 1800 s: {command}")
+            running = stage_actors()
+            if running:
+                seen[running] = seen.get(running, 0) + 1
+            time.sleep(0.5)
+        out, err = stage.communicate()
+    if stage.returncode != 0:
+        raise subprocess.CalledProcessError(stage.returncode, command, out, err)
+    if not seen:
+        raise RuntimeError(f"Ray's HTTP stage ran and no actor of it was seen: {err[-2000:]}")
+    found: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    found["actors_seen"] = max(seen, key=lambda count: seen[count])
+    return found
+
+
+def stage_actors() -> int:
+    """How many actors of Ray's HTTP stage run now (Ray names each after its stage's function)."""
+    count = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            count += b"HttpRequestUDF" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    return count
+
+
+def best_stage(url: str, sent: list[str], folder: Path, sizes: tuple[int, ...]) -> tuple[dict[str, Any], str]:
+    """The HTTP stage at each setting of STAGE_ACTORS, each at ``sizes`` rows: the run with the best
+    steady rate (its ``actors_seen`` is how many actors it ran), and every setting's steady rows/s."""
+    runs = {setting: http_stage(url, sent, setting, folder, sizes) for setting in STAGE_ACTORS}
+    best = max(runs.values(), key=lambda run: run["steady_rows_per_s"])
+    tried = ", ".join(
+        f"{setting} ({run['actors_seen']} actor{'s' * (run['actors_seen'] > 1)} ran): "
+        f"{run['steady_rows_per_s']:.0f}"
+        for setting, run in runs.items()
     )
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def best_stage(
-    url: str, sent: list[str], folder: Path, sizes: tuple[int, ...]
-) -> tuple[int, dict[str, Any], str]:
-    """The HTTP stage at each of STAGE_ACTORS, each at ``sizes`` rows: the setting with the best steady
-    rate, its run, and every setting's steady rows/s."""
-    runs = {actors: http_stage(url, sent, actors, folder, sizes) for actors in STAGE_ACTORS}
-    best = max(runs, key=lambda actors: runs[actors]["steady_rows_per_s"])
-    tried = ", ".join(f"{actors}: {run['steady_rows_per_s']:.0f}" for actors, run in runs.items())
-    return best, runs[best], tried
+    return best, tried
 
 
 def jevper_ray_class(
@@ -395,7 +424,8 @@ def engines() -> list[Figure]:
 
     rows = rows_asked()
     load = load_average
-    with tempfile.TemporaryDirectory() as tmp, instant_server() as url:
+    with tempfile.TemporaryDirectory() as tmp, instant_server() as server:
+        url = server.base_url
         folder = Path(tmp)
         source = folder / "rows.parquet"
         pq.write_table(
@@ -453,16 +483,20 @@ def anchor() -> tuple[list[Figure], list[str]]:
 
     load = load_average
     figures: list[Figure] = []
-    with tempfile.TemporaryDirectory() as tmp, instant_server() as url:
+    with tempfile.TemporaryDirectory() as tmp, instant_server() as server:
+        url = server.base_url
         rows = ANCHOR_ROWS["instant"]
         sizes = (STEADY_FROM, rows)
         sent = bodies(url, "fault-model", states(rows))
-        stage_actors, theirs, tried = measured("stage instant", best_stage(url, sent, Path(tmp), sizes))
+        server.stats()
+        served_cpu = cpu_s(server.process)
+        theirs, tried = measured("stage instant", best_stage(url, sent, Path(tmp), sizes))
+        actors = theirs["actors_seen"]
         ours = measured(
-            "ours instant",
-            jevper_ray_class(url, "fault-model", states(rows), stage_actors, SLOTS, sizes),
+            "ours instant", jevper_ray_class(url, "fault-model", states(rows), actors, SLOTS, sizes)
         )
         ray.shutdown()
+        served_ms = (cpu_s(server.process) - served_cpu) * 1000 / max(1, server.stats()["requests"] or 0)
         steady = ours["steady_rows_per_s"] / theirs["steady_rows_per_s"]
         figures.append(
             Figure(
@@ -472,16 +506,17 @@ def anchor() -> tuple[list[Figure], list[str]]:
                 ">= 3",
                 steady >= 3,
                 load(),
-                f"{ours['steady_rows_per_s']:.0f} vs {theirs['steady_rows_per_s']:.0f} rows/s at "
-                f"{stage_actors} actor(s) each: the {rows - STEADY_FROM} rows a run of {rows} added to "
-                f"one of {STEADY_FROM}, each run with its own actor pool (the stage's steady rows/s by "
-                f"actors: {tried}); the runs of {rows} whole, actor start included: "
-                f"{ours['rows_per_s']:.0f} vs {theirs['rows_per_s']:.0f} rows/s "
+                f"{ours['steady_rows_per_s']:.0f} vs {theirs['steady_rows_per_s']:.0f} rows/s with "
+                f"{actors} actor(s) each: the {rows - STEADY_FROM} rows a run of {rows} added to one of "
+                f"{STEADY_FROM}, each run with its own actor pool (the stage's steady rows/s by its "
+                f"concurrency setting, and the actors it ran: {tried}); the runs of {rows} whole, actor "
+                f"start included: {ours['rows_per_s']:.0f} vs {theirs['rows_per_s']:.0f} rows/s "
                 f"({ours['rows_per_s'] / theirs['rows_per_s']:.2f}); the driver and Ray's processes "
-                f"{ours['cpu_ms_per_row']:.2f} ms of CPU per row",
+                f"{ours['cpu_ms_per_row']:.2f} ms of CPU per row, the instant server {served_ms:.3f}",
             )
         )
-    with tempfile.TemporaryDirectory() as tmp, instant_server(DELAY_S) as url:
+    with tempfile.TemporaryDirectory() as tmp, instant_server(DELAY_S) as server:
+        url = server.base_url
         delayed_rows = ANCHOR_ROWS["delayed"]
         sent = bodies(url, "fault-model", states(delayed_rows))
         ours = measured("ours delayed", jevper_ray_class(url, "fault-model", states(delayed_rows), 1, SLOTS))
@@ -550,7 +585,8 @@ def anchor() -> tuple[list[Figure], list[str]]:
 def million(rows: int = 1_000_000) -> None:
     """``python tests/bench/bench_engines.py million``: ``rows`` rows through Ray Data (2 actors) on the
     instant server, once: the wall time and the driver's and workers' peak memory, printed."""
-    with tempfile.TemporaryDirectory() as tmp, instant_server() as url:
+    with tempfile.TemporaryDirectory() as tmp, instant_server() as server:
+        url = server.base_url
         source = Path(tmp) / "rows.parquet"
         with pq.ParquetWriter(source, pa.schema([("id", pa.int64()), ("state", pa.string())])) as writer:
             for start in range(0, rows, 100_000):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import httpx
@@ -25,6 +26,19 @@ def test_the_instant_server_answers_every_post_on_one_kept_alive_connection_with
     assert json.loads(body)["choices"][0]["logprobs"]["content"][0]["token"] == "A"
     assert stats["requests"] == 3
     assert last == {"n": 2}
+
+
+def test_the_instant_server_with_a_delay_answers_each_post_that_long_after_it_came(tmp_path: Path) -> None:
+    body = recorded_body(CASSETTE)
+    with (
+        instant_server(body, tmp_path, delay=0.3) as server,
+        httpx.Client(base_url=server.base_url + "/") as http,
+    ):
+        started = time.monotonic()
+        replies = [http.post("chat/completions", json={"n": i}) for i in range(2)]
+        took = time.monotonic() - started
+    assert [r.content for r in replies] == [body] * 2
+    assert 0.6 <= took < 3.0
 
 
 def test_the_report_puts_each_figure_next_to_its_target_and_marks_a_missed_one() -> None:
