@@ -312,7 +312,7 @@ class Upstreams:
         best: _Server | None = None
         best_room = 0
         count = len(self._servers)
-        if not any(s.failures == 0 for s in self._servers if s not in avoid):
+        if avoid and not any(s.failures == 0 for s in self._servers if s not in avoid):
             avoid = frozenset()
         # Ties go round the servers, so equal servers share the calls evenly.
         for i in range(count):

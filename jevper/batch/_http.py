@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import socket
 import ssl
@@ -30,7 +31,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 from urllib.parse import unquote, urljoin, urlsplit
 
 import httptools
@@ -102,8 +103,9 @@ class Headers(Mapping[str, str]):
         return f"Headers({self._by_name!r})"
 
 
-@dataclass(frozen=True)
-class _Origin:
+class _Origin(NamedTuple):
+    """Where connections go; a tuple, so the dicts of idle connections find it with a C-level hash."""
+
     scheme: str
     host: str
     port: int
@@ -115,6 +117,7 @@ class _Origin:
         return host if self.port == _DEFAULT_PORTS[self.scheme] else f"{host}:{self.port}"
 
 
+@functools.lru_cache(maxsize=64)  # every request of a client names one URL or a few
 def _split(url: str) -> tuple[_Origin, str]:
     """A URL's origin and its request target (path and query)."""
     parts = urlsplit(url)
