@@ -56,9 +56,10 @@ class AsyncSystemOneClient(BaseClient):
         native = await self._natively(call)
         if native is not None:
             return native
-        gate = self._gates.setdefault(
-            asyncio.get_running_loop(), asyncio.Semaphore(self._options.max_concurrency)
-        )
+        loop = asyncio.get_running_loop()
+        gate = self._gates.get(loop)
+        if gate is None:  # made once per loop, not at every call as setdefault's argument would be
+            gate = self._gates[loop] = asyncio.Semaphore(self._options.max_concurrency)
         tasks = [asyncio.ensure_future(self._answer(call, qid, q, gate)) for qid, q in call.questions]
         self._running.update(tasks)
         for task in tasks:
