@@ -3,7 +3,7 @@
 Each benchmark returns a ``Section`` of ``Figure``s; the runner keeps the latest section of each kind
 in reports/performance.json, committed beside the report, so running one benchmark in any checkout
 regenerates the report with the others' last committed numbers (each section carries its own date and
-load average).
+load average, and a figure measured apart from its section's run its own date).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import os
 import platform
 import statistics
 import subprocess
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,8 @@ class Figure:
     met: bool | None
     load: list[float]
     detail: str = ""
+    #: When a figure was measured apart from its section's run (a part of it run again); else "".
+    measured_at: str = ""
 
     def shown(self) -> str:
         if self.value is None:
@@ -67,6 +69,27 @@ class Section:
     notes: list[str] = field(default_factory=list)
     table: list[list[str]] = field(default_factory=list)  # first row is the header
     measured_at: str = field(default_factory=now)
+
+
+def with_part_anew(
+    key: str, title: str, command: str, figures: list[Figure], notes: list[str], anew: Callable[[str], bool]
+) -> Section:
+    """Section ``key`` after a part of it was measured again: the last run's figures and notes stay, but
+    for those that ``anew`` names, whose place ``figures`` and ``notes`` take, each figure stamped with
+    the time it was measured."""
+    earlier = load_sections().get(key)
+    when = now()
+    return Section(
+        key=key,
+        title=title,
+        command=earlier.command if earlier else command,
+        figures=[
+            *(f for f in (earlier.figures if earlier else []) if not anew(f.name)),
+            *(replace(f, measured_at=when) for f in figures),
+        ],
+        notes=[*(n for n in (earlier.notes if earlier else []) if not anew(n)), *notes],
+        measured_at=earlier.measured_at if earlier else when,
+    )
 
 
 def load_sections() -> dict[str, Section]:
@@ -173,7 +196,8 @@ def render(sections: dict[str, Section]) -> str:
             continue
         for f in section.figures:
             load = " / ".join(f"{x:.2f}" for x in f.load)
-            rows.append([f.name, f.shown(), f.target or "—", _mark(f.met), load, section.measured_at])
+            when = f.measured_at or section.measured_at
+            rows.append([f.name, f.shown(), f.target or "—", _mark(f.met), load, when])
     lines += _table(rows)
     for key in ORDER:
         section = sections.get(key)
@@ -190,7 +214,8 @@ def render(sections: dict[str, Section]) -> str:
             lines += [*_table(section.table), ""]
         for f in section.figures:
             if f.detail:
-                lines.append(f"- **{f.name}**: {f.detail}")
+                apart = f" (measured {f.measured_at}, apart from the rest)" if f.measured_at else ""
+                lines.append(f"- **{f.name}**{apart}: {f.detail}")
         if any(f.detail for f in section.figures):
             lines.append("")
         for note in section.notes:

@@ -39,13 +39,15 @@ import httpx
 import pyarrow as pa
 import pyarrow.parquet as pq
 from _loopback import InstantServer, instant_server
-from _report import ROOT, Figure, Section, load_average, load_sections, now
+from _report import ROOT, Figure, Section, load_average, with_part_anew
 
 from jevper.batch import BatchClassifier, Server
 from jevper.servers.llamacpp import spawn_llamacpp
 
 RECORDED = ROOT / "tests" / "fixtures" / "client" / "systemone" / "callo_valid.json"
 CONCURRENCY = 8
+#: The report's section: its key, title and command.
+SECTION = ("batch", "Batch engine", "scripts/bench batch")
 MIN_RATIO = 0.9
 MAX_MEMORY = 1.2
 STATES = [
@@ -142,7 +144,7 @@ print(json.dumps({"answered": answered, "seconds": took,
 
 def run() -> Section:
     rows = int(os.environ.get("JEVPER_BENCH_ROWS", "100000"))
-    command = "scripts/bench batch" + (f" --rows {rows}" if rows != 100_000 else "")
+    command = SECTION[2] + (f" --rows {rows}" if rows != 100_000 else "")
     if os.environ.get("JEVPER_BENCH_BATCH_PART") == "llama.cpp":
         return _llamas_only()
     with tempfile.TemporaryDirectory() as scratch:
@@ -151,8 +153,8 @@ def run() -> Section:
         figures, notes = _instant(Path(scratch), rows)
         llama, llama_notes = _llamas()
     return Section(
-        key="batch",
-        title="Batch engine",
+        key=SECTION[0],
+        title=SECTION[1],
         command=command,
         figures=[*figures, *llama],
         notes=[*notes, *llama_notes],
@@ -266,18 +268,9 @@ def _memory_only(scratch: Path, rows: int, command: str) -> Section:
         engine_small = _engine(scratch, small, server.base_url, model)
     figure = _memory_figure(rows, small, big["peak_kib"], engine_small, load_average())
     rate = rows / big["seconds"]
-    detail = f"{figure.detail}; {rows:,} rows at {rate:.0f} rows/s, measured {now()} by `{command}`"
-    figure = replace(figure, detail=detail)
-    earlier = load_sections().get("batch")
-    kept = [f for f in earlier.figures if not f.name.startswith("batch peak memory")] if earlier else []
-    return Section(
-        key="batch",
-        title="Batch engine",
-        command=earlier.command if earlier else command,
-        figures=[*kept, figure],
-        notes=earlier.notes if earlier else [],
-        measured_at=earlier.measured_at if earlier else now(),
-    )
+    detail = f"{figure.detail}; {rows:,} rows at {rate:.0f} rows/s, by `{command}`"
+    memory = [replace(figure, detail=detail)]
+    return with_part_anew(*SECTION[:2], command, memory, [], lambda name: name.startswith("batch peak"))
 
 
 def _per_row(result: dict[str, Any], rows: int) -> str:
@@ -386,17 +379,7 @@ def _llamas_only() -> Section:
     """The two-llama.cpp figure alone (``JEVPER_BENCH_BATCH_PART=llama.cpp``); the instant server's
     figures of the last run are kept as they were."""
     figures, notes = _llamas()
-    earlier = load_sections().get("batch")
-    kept = [f for f in earlier.figures if "llama.cpp" not in f.name] if earlier else []
-    kept_notes = [n for n in earlier.notes if "llama.cpp" not in n] if earlier else []
-    return Section(
-        key="batch",
-        title="Batch engine",
-        command=earlier.command if earlier else "scripts/bench batch",
-        figures=[*kept, *(replace(f, detail=f"{f.detail}; measured {now()} on its own") for f in figures)],
-        notes=[*kept_notes, *notes],
-        measured_at=earlier.measured_at if earlier else now(),
-    )
+    return with_part_anew(*SECTION, figures, notes, lambda name: "llama.cpp" in name)
 
 
 def _core_rate(servers: list[Server], batch: pa.RecordBatch) -> float:

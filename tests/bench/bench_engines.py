@@ -29,7 +29,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from _loopback import InstantServer
 from _loopback import instant_server as loopback
-from _report import Figure, Section, load_average, load_sections, now
+from _report import Figure, Section, load_average, with_part_anew
 
 from jevper._wire import chat
 from jevper.batch import BatchClassifier
@@ -68,6 +67,8 @@ ACTORS = 2
 QUESTION = {
     "topic": {"type": "choice", "criteria": {"billing": "a charge or a refund", "other": "anything else"}}
 }
+#: The report's section: its key, title and command.
+SECTION = ("engines", "Batch engines: Ray Data and Spark", "scripts/bench engines")
 ANCHOR_ENV = Path.home() / ".cache" / "jevper" / "ray-http-stage"
 ANCHOR_PACKAGES = ("ray[data]==2.60.0", "aiohttp>=3.14.4", "pydantic>=2", "pandas>=2.2.3,<3")
 HERE = Path(__file__).resolve().parent
@@ -391,26 +392,11 @@ def run() -> Section:
     part = os.environ.get("JEVPER_BENCH_ENGINES_PART", "")
     if part not in ("", "anchor"):
         raise SystemExit(f"JEVPER_BENCH_ENGINES_PART: expected 'anchor' or nothing, got {part!r}")
-    figures: list[Figure] = []
-    notes: list[str] = []
-    earlier = load_sections().get("engines")
-    if part == "anchor" and earlier is not None:
-        figures = [f for f in earlier.figures if not is_anchor(f.name)]
-        notes = [n for n in earlier.notes if not is_anchor(n)]
-    elif part != "anchor":
-        figures = engines()
+    figures = [] if part == "anchor" else engines()
     anchor_figures, anchor_notes = anchor()
     if part == "anchor":
-        when = now()
-        anchor_figures = [replace(f, detail=f"{f.detail}; measured {when} alone") for f in anchor_figures]
-    return Section(
-        key="engines",
-        title="Batch engines: Ray Data and Spark",
-        command="scripts/bench engines",
-        figures=[*figures, *anchor_figures],
-        notes=[*notes, *anchor_notes],
-        measured_at=earlier.measured_at if part == "anchor" and earlier else now(),
-    )
+        return with_part_anew(*SECTION, anchor_figures, anchor_notes, is_anchor)
+    return Section(*SECTION, figures=[*figures, *anchor_figures], notes=anchor_notes)
 
 
 def is_anchor(name: str) -> bool:

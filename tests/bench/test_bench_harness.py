@@ -7,9 +7,11 @@ import re
 import time
 from pathlib import Path
 
+import _report
 import httpx
+import pytest
 from _loopback import instant_server, recorded_body
-from _report import REPORT, RESULTS, Figure, Section, load_sections, render
+from _report import REPORT, RESULTS, Figure, Section, load_sections, render, save_sections, with_part_anew
 
 CASSETTE = Path(__file__).parents[1] / "fixtures" / "providers" / "llamacpp-b10434" / "chat-logprobs.yaml"
 
@@ -66,3 +68,27 @@ def test_the_committed_report_is_rendered_from_the_committed_results() -> None:
 
     assert RESULTS.exists(), "reports/performance.json is missing: run scripts/bench NAME to write it"
     assert without_machine(render(load_sections())) == without_machine(REPORT.read_text())
+
+
+def test_a_part_measured_again_replaces_only_its_figures_and_carries_its_own_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_report, "RESULTS", tmp_path / "performance.json")
+    kept = Figure("local engine / raw SDK", 4.6, "x", ">= 0.9", True, [1.0, 1.0, 1.0], "the engine")
+    old = Figure("stage anchor", 2.1, "x", ">= 3", False, [1.0, 1.0, 1.0], "before")
+    earlier = Section("engines", "Engines", "scripts/bench engines", [kept, old], ["stage note"], [], "DAY-1")
+    save_sections({"engines": earlier})
+    new = Figure("stage anchor", 4.8, "x", ">= 3", True, [2.0, 2.0, 2.0], "after")
+    section = with_part_anew(
+        "engines", "Engines", "scripts/bench engines", [new], ["stage note anew"], lambda n: "stage" in n
+    )
+    assert [f.name for f in section.figures] == ["local engine / raw SDK", "stage anchor"]
+    assert section.figures[0] == kept
+    assert section.figures[1].value == 4.8 and section.figures[1].measured_at not in ("", "DAY-1")
+    assert section.notes == ["stage note anew"]
+    assert section.measured_at == "DAY-1"
+    lines = render({"engines": section}).splitlines()
+    assert next(line for line in lines if line.startswith("| local engine")).endswith("| DAY-1 |")
+    when = section.figures[1].measured_at
+    assert next(line for line in lines if line.startswith("| stage anchor")).endswith(f"| {when} |")
+    assert f"- **stage anchor** (measured {when}, apart from the rest): after" in lines
