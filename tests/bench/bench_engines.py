@@ -105,10 +105,25 @@ def instant_server(delay: float = 0.0) -> Iterator[InstantServer]:
         yield server
 
 
-def cpu_s(process: subprocess.Popen[str]) -> float:
-    """CPU seconds a process (the instant server) has used so far."""
-    stat = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user and system) a live process has used so far; OSError once it has ended."""
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def processes() -> Iterator[tuple[int, bytes]]:
+    """Each live process's pid and command line (one that ends while the list is read is passed over)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        yield int(pid), command
+
+
+def is_ray(command: bytes) -> bool:
+    """A process of Ray's own (the raylet, GCS, workers, actors), by its command line."""
+    return command.startswith(b"ray::") or b"/site-packages/ray/" in command
 
 
 def bodies(url: str, model: str, texts: list[str]) -> list[str]:
@@ -205,15 +220,10 @@ def on_ray(url: str, model: str, source: Path, out: Path, actors: int, slots: in
 def ray_cpu_by_pid() -> dict[int, float]:
     """CPU seconds used so far by each live Ray process (the raylet, GCS, workers, actors)."""
     seen = {}
-    tick = os.sysconf("SC_CLK_TCK")
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes()
-            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if command.startswith(b"ray::") or b"/site-packages/ray/" in command:
-            seen[int(pid)] = (int(stat[11]) + int(stat[12])) / tick
+    for pid, command in processes():
+        if is_ray(command):
+            with contextlib.suppress(OSError):
+                seen[pid] = cpu_s(pid)
     return seen
 
 
@@ -244,16 +254,16 @@ def ray_cpu() -> Iterator[list[float]]:
 def ray_workers_peak_mb() -> list[float]:
     """Each live Ray worker's peak resident memory (VmHWM), in MiB."""
     peaks = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+    for pid, command in processes():
+        if not is_ray(command):
+            continue
         try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes()
             status = Path(f"/proc/{pid}/status").read_text()
         except OSError:
             continue
-        if command.startswith(b"ray::") or b"/site-packages/ray/" in command:
-            for line in status.splitlines():
-                if line.startswith("VmHWM:"):
-                    peaks.append(int(line.split()[1]) / 1024)
+        for line in status.splitlines():
+            if line.startswith("VmHWM:"):
+                peaks.append(int(line.split()[1]) / 1024)
     return peaks
 
 
@@ -326,11 +336,7 @@ def http_stage(
 
 def stage_actors() -> int:
     """How many actors of Ray's HTTP stage run now (Ray names each after its stage's function)."""
-    count = 0
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        with contextlib.suppress(OSError):
-            count += b"HttpRequestUDF" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    return count
+    return sum(b"HttpRequestUDF" in command for _, command in processes())
 
 
 def best_stage(
@@ -478,9 +484,10 @@ def anchor() -> tuple[list[Figure], list[str]]:
         url = server.base_url
         rows = ANCHOR_ROWS["instant"]
         sizes = (STEADY_FROM, rows)
-        sent = bodies(url, "fault-model", states(rows))
+        texts = states(rows)
+        sent = bodies(url, "fault-model", texts)
         server.stats()
-        served_cpu = cpu_s(server.process)
+        served_cpu = cpu_s(server.process.pid)
         setting, chosen, tried = measured("stage instant", best_stage(url, sent, Path(tmp), sizes))
         actors = chosen["actors_seen"]
         # The stage's best of three noisy runs would favour it: both sides are measured anew at that
@@ -490,14 +497,14 @@ def anchor() -> tuple[list[Figure], list[str]]:
             rounds["ours"].append(
                 measured(
                     "ours instant",
-                    jevper_ray_class(url, "fault-model", states(rows), actors, SLOTS, sizes),
+                    jevper_ray_class(url, "fault-model", texts, actors, SLOTS, sizes),
                 )
             )
             ray.shutdown()
             rounds["theirs"].append(
                 measured("stage instant", http_stage(url, sent, setting, Path(tmp), sizes))
             )
-        served_ms = (cpu_s(server.process) - served_cpu) * 1000 / max(1, server.stats()["requests"] or 0)
+        served_ms = (cpu_s(server.process.pid) - served_cpu) * 1000 / max(1, server.stats()["requests"] or 0)
         ours, theirs = (max(runs, key=lambda run: run["steady_rows_per_s"]) for runs in rounds.values())
         shown = {
             side: ", ".join(f"{run['steady_rows_per_s']:.0f}" for run in runs)
