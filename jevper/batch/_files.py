@@ -2,9 +2,9 @@
 
 An input is read as a stream of record batches of a fixed size (so a resumed run cuts it into the same
 batches), after one pass over its id column that checks every id before any request is sent. CSV
-columns are read as the text they hold (no type guessing from the first rows); JSON Lines are read by
-the json module, so a string with a lone surrogate reaches the client, which names it, instead of
-failing the whole file in the reader.
+columns are read as the text they hold (no type guessing from the first rows; a quoted cell may span
+lines; a leading BOM is dropped); JSON Lines are read by the json module, so a string with a lone
+surrogate reaches the client, which names it, instead of failing the whole file in the reader.
 """
 
 from __future__ import annotations
@@ -153,7 +153,9 @@ class Input:
     # --- CSV ---------------------------------------------------------------------------------------
 
     def _csv_names(self) -> list[str]:
-        with self.path.open(newline="", encoding="utf-8", errors="surrogateescape") as f:
+        # utf-8-sig: a BOM (Excel's "CSV UTF-8") is not part of the first column's name; Arrow's
+        # reader drops it too.
+        with self.path.open(newline="", encoding="utf-8-sig", errors="surrogateescape") as f:
             header = next(csv.reader(f), None)
         if not header:
             raise InputError(
@@ -168,7 +170,10 @@ class Input:
             strings_can_be_null=False,
             include_columns=columns or names,
         )
-        reader = pcsv.open_csv(self.path, convert_options=convert)
+        # A quoted cell may hold line breaks; without this, a block boundary falling inside one
+        # breaks the parse.
+        parse = pcsv.ParseOptions(newlines_in_values=True)
+        reader = pcsv.open_csv(self.path, parse_options=parse, convert_options=convert)
         yield from reader
 
     # --- JSON Lines --------------------------------------------------------------------------------

@@ -303,3 +303,20 @@ def test_ids_are_checked_once_in_any_order_before_the_run(tmp_path: Path, ids: l
         return
     with pytest.raises(InvalidQuestionError, match=f"more than once, e.g. \\[{twice!r}\\]"):
         source.check("id")
+
+
+def test_a_csv_with_a_bom_and_a_quoted_cell_spanning_lines_classifies_every_row(
+    faults: FaultServer, tmp_path: Path, batch_cli: Callable[..., Ran], questions: Path
+) -> None:
+    rows = tmp_path / "in.csv"
+    # A note of over a mebibyte (the reader's block) whose lines a block boundary falls between.
+    note = "a line of the note\n" * 60_000
+    text = f'id,state,note\n1,"first line\nsecond line","{note}"\n2,plain,\n3,"a ""quoted""\r\nword",\n'
+    rows.write_bytes(b"\xef\xbb\xbf" + text.encode())  # Excel's "CSV UTF-8" starts with a BOM
+    done = batch_cli(rows, "out.csv", "--questions", questions, *server_args(faults), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "3 rows, 3 answered, 0 errors" in done.stdout
+    with (tmp_path / "out.csv").open(newline="", encoding="utf-8") as f:
+        out = list(csv.DictReader(f))
+    assert [row["id"] for row in out] == ["1", "2", "3"]
+    assert all(row["topic.choice"] == "billing" for row in out)
