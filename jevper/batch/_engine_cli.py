@@ -8,7 +8,6 @@ crash asks only the rows with no committed result; Spark retries failed tasks it
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,7 +18,7 @@ import pyarrow.parquet as pq
 
 from jevper import InvalidQuestionError
 from jevper._upstreams import Upstream
-from jevper.batch._files import Writer, format_of
+from jevper.batch._files import Writer, format_of, install
 from jevper.batch._local import Tally
 
 ENGINES = ("local", "ray", "spark")
@@ -102,7 +101,7 @@ def _join(parts: Path, output: Path, tally: Tally) -> None:
                 _count(batch, tally)
     finally:
         writer.close()
-    os.replace(partial, output)
+    install(partial, output)
 
 
 def _count(batch: pa.RecordBatch, tally: Tally) -> None:

@@ -321,12 +321,27 @@ class Writer:
                 self._file.write(json.dumps(row, ensure_ascii=False) + "\n")
 
     def close(self) -> None:
+        """The file finished (not yet synced: ``install`` does that before renaming it into place)."""
         if self._writer is not None:
             self._writer.close()
         if self._file is not None:
-            self._file.flush()
-            os.fsync(self._file.fileno())
             self._file.close()
+
+
+def install(temporary: Path, path: Path) -> None:
+    """``temporary`` renamed to ``path`` so that a crash leaves the old file or the new one, whole: the
+    file's bytes reach the disk before the rename, and the folder's entry for it after."""
+    _fsync(temporary)
+    os.replace(temporary, path)
+    _fsync(path.parent)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _has_map(kind: pa.DataType) -> bool:

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from jevper import InvalidQuestionError
-from jevper.batch._files import Format, Writer
+from jevper.batch._files import Format, Writer, install
 from jevper.batch._schema import Row
 
 MANIFEST_VERSION = 1
@@ -114,8 +114,7 @@ class Parts:
         temporary = part.with_name("." + part.name + ".tmp")
         with pa.OSFile(str(temporary), "wb") as sink, ipc.new_file(sink, batch.schema) as writer:
             writer.write_batch(batch)
-        _fsync(temporary)
-        os.replace(temporary, part)
+        install(temporary, part)
         with contextlib.suppress(FileNotFoundError):
             self._journal(index).unlink()
 
@@ -133,7 +132,7 @@ class Parts:
                 rows += batch.num_rows
         finally:
             writer.close()
-        os.replace(temporary, self.output)
+        install(temporary, self.output)
         shutil.rmtree(self.folder)
         return rows
 
@@ -190,13 +189,4 @@ def _records(data: bytes) -> Iterator[dict[str, Any]]:
 def _write_atomically(path: Path, data: bytes) -> None:
     temporary = path.with_name("." + path.name + ".tmp")
     temporary.write_bytes(data)
-    _fsync(temporary)
-    os.replace(temporary, path)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    install(temporary, path)
