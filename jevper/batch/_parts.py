@@ -9,7 +9,8 @@ Beside OUTPUT, a folder ``OUTPUT.parts/`` holds:
 - ``journal-NNNNNNNN.bin``: the rows of batch N answered so far, one record each, written as each row
   is done (a length, then the row's values in Python's ``marshal`` format, which holds only plain data:
   a tenth of the time of JSON, whose float formatting cost 20 us a row); a resumed run takes them as
-  they are and asks only the others.
+  they are and asks only the others. A torn last record (a crash mid-write) is dropped and cut off
+  before the next one is written; a damaged record before the end is an error.
 
 When every batch is committed, OUTPUT is written from the parts (again by rename) and the folder goes.
 """
@@ -35,6 +36,10 @@ from jevper.batch._files import Format, Writer, install
 from jevper.batch._schema import Row
 
 MANIFEST_VERSION = 1
+
+
+class JournalError(InvalidQuestionError):
+    """A journal is damaged before its end (not merely torn at it); names the file and the record."""
 
 
 class Parts:
@@ -95,7 +100,7 @@ class Parts:
         if not path.is_file():
             return {}
         known: dict[int, Row] = {}
-        for entry in _records(path.read_bytes()):
+        for entry in _records(path)[0]:
             at = entry.get("at")
             if isinstance(at, int) and 0 <= at < len(ids) and entry.get("id") == ids[at]:
                 row = Row.of_json(entry["row"])
@@ -151,10 +156,18 @@ class Parts:
 
 
 class Journal:
-    """The rows of one batch as they are answered: one record each, handed to the OS at once."""
+    """The rows of one batch as they are answered: one record each, handed to the OS at once. A torn
+    last record an earlier run left is cut off first, so the records that follow it can be read."""
 
     def __init__(self, path: Path) -> None:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            whole = _records(path)[1]
+            if os.fstat(self._fd).st_size > whole:
+                os.ftruncate(self._fd, whole)
+        except BaseException:
+            os.close(self._fd)
+            raise
 
     def write(self, at: int, row_id: Any, row: Row) -> None:
         entry = {"at": at, "id": row_id, "row": row.to_json(), "server_failed": row.server_failed}
@@ -167,23 +180,34 @@ class Journal:
 
 
 _LENGTH = struct.Struct("<I")
+_FIELDS = frozenset({"at", "id", "row", "server_failed"})
 
 
-def _records(data: bytes) -> Iterator[dict[str, Any]]:
-    """The whole records of a journal, up to the first torn or unreadable one."""
+def _records(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """The whole records of a journal and the byte where the last of them ends. A torn last record
+    (shorter than its length says: the run killed mid-write) is left out; a record that cannot be read
+    before that is a JournalError."""
+    data = path.read_bytes()
+    entries: list[dict[str, Any]] = []
     at = 0
     while at + _LENGTH.size <= len(data):
         (size,) = _LENGTH.unpack_from(data, at)
-        start, at = at + _LENGTH.size, at + _LENGTH.size + size
-        if at > len(data):
-            return
+        start, end = at + _LENGTH.size, at + _LENGTH.size + size
+        if end > len(data):
+            break
         try:
-            entry = marshal.loads(data[start:at])
-        except (EOFError, ValueError, TypeError):
-            return
-        if not isinstance(entry, dict):
-            return
-        yield entry
+            entry = marshal.loads(data[start:end])
+        except (EOFError, ValueError, TypeError) as exc:
+            entry = exc
+        if not isinstance(entry, dict) or set(entry) != _FIELDS:
+            got = f"{type(entry).__name__}: {entry}" if isinstance(entry, Exception) else "other values"
+            raise JournalError(
+                f"journal {path} record {len(entries) + 1} (byte {at}): expected a whole record of a row, "
+                f"got {got}; the file is damaged before its end: remove it to ask its batch's rows again"
+            )
+        entries.append(entry)
+        at = end
+    return entries, at
 
 
 def _write_atomically(path: Path, data: bytes) -> None:

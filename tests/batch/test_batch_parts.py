@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 
 from jevper.batch._files import Format
-from jevper.batch._parts import Parts
-from jevper.batch._schema import ERROR_TYPE
+from jevper.batch._parts import JournalError, Parts
+from jevper.batch._schema import ERROR_TYPE, Row
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("error", ERROR_TYPE)])
 
@@ -92,3 +92,51 @@ def test_an_engines_joined_output_is_synced_before_its_rename_and_its_folder_aft
         ("rename", f"{partial} -> {tmp_path / 'out.jsonl'}"),
         ("fsync", str(tmp_path)),
     ]
+
+
+def journal_of(parts: Parts, *ids: int) -> None:
+    journal = parts.journal(0)
+    for at in ids:
+        journal.write(at, at, Row(answers={"topic": {"type": "choice", "choice": "billing"}}))
+    journal.close()
+
+
+def records(parts: Parts, *ids: int) -> bytes:
+    """The bytes the journal's records of ``ids`` take (written to a journal of their own)."""
+    path = parts.folder / "journal-00000000.bin"
+    path.unlink(missing_ok=True)
+    journal_of(parts, *ids)
+    data = path.read_bytes()
+    path.unlink()
+    return data
+
+
+@pytest.fixture
+def parts(tmp_path: Path) -> Parts:
+    parts = Parts(tmp_path / "out.parquet")
+    parts.start({"version": 1}, resume=False)
+    return parts
+
+
+def test_a_torn_last_journal_record_is_left_out_and_cut_off_before_the_next_records(parts: Parts) -> None:
+    whole, torn = records(parts, 0, 1, 2), records(parts, 3)[:-7]  # killed in the middle of row 3
+    path = parts.folder / "journal-00000000.bin"
+    path.write_bytes(whole + torn)
+    ids = list(range(6))
+    assert sorted(parts.journaled(0, ids)) == [0, 1, 2]
+    journal_of(parts, 4, 5)  # the resumed run goes on
+    assert sorted(parts.journaled(0, ids)) == [0, 1, 2, 4, 5]
+    assert path.read_bytes().startswith(whole + records(parts, 4))
+
+
+def test_a_journal_torn_before_its_end_is_refused_naming_the_file_and_the_record(parts: Parts) -> None:
+    # Records appended after a torn one, as the writer once did.
+    before = records(parts, 0, 1)
+    data = before + records(parts, 2)[:-7] + records(parts, 3, 4)
+    path = parts.folder / "journal-00000000.bin"
+    path.write_bytes(data)
+    with pytest.raises(JournalError, match=rf"journal {path} record 3 \(byte {len(before)}\): expected"):
+        parts.journaled(0, list(range(6)))
+    path.write_bytes(data)
+    with pytest.raises(JournalError, match="record 3"):
+        parts.journal(0)
