@@ -82,6 +82,11 @@ def manifest(classifier: BatchClassifier, source: Input, batch_rows: int) -> dic
         if isinstance(classifier.keep_columns, bool)
         else list(classifier.keep_columns),
         "batch_rows": batch_rows,
+        # What decides the answers: a resume asking another model, or in another way, would mix two runs.
+        "models": sorted({server.model for server in classifier.servers}),
+        "api": classifier.client_options["api"],
+        "method": classifier.client_options["method"],
+        "extra_body": classifier.client_options["extra_body"],
     }
 
 

@@ -2,8 +2,8 @@
 
 Beside OUTPUT, a folder ``OUTPUT.parts/`` holds:
 
-- ``manifest.json``: what the run asks (questions, columns, batch size) and of which input; a resumed
-  run must match it;
+- ``manifest.json``: what the run asks (questions, columns, batch size, the servers' models, the api,
+  method and extra body; no server's URL or key) and of which input; a resumed run must match it;
 - ``part-NNNNNNNN.arrow``: the output rows of input batch N, written whole to a temporary name and
   renamed (committed atomically);
 - ``journal-NNNNNNNN.bin``: the rows of batch N answered so far, one record each, written as each row
@@ -62,14 +62,18 @@ class Parts:
     def start(self, manifest: Mapping[str, Any], *, resume: bool) -> None:
         """A fresh folder, or (``resume``) the one an earlier run left, if it asked the same thing."""
         path = self.folder / "manifest.json"
+        manifest = json.loads(json.dumps(dict(manifest)))  # compared as it is read back
         earlier = self.earlier() if resume else None
         if earlier is not None:
             changed = sorted(k for k in {*earlier, *manifest} if earlier.get(k) != manifest.get(k))
             if changed:
+                made = "; with ".join(
+                    f"{_label(k)} {_shown(earlier.get(k))}, this one asks {_shown(manifest.get(k))}"
+                    for k in changed
+                )
                 raise InvalidQuestionError(
-                    f"--resume: expected the run that left {self.folder} to be asked again as it was, got "
-                    f"a different {', '.join(changed)}; run with the earlier settings, or remove the folder "
-                    "to start over"
+                    f"--resume: the run in {self.output} was made with {made}; run with the earlier "
+                    f"settings, or remove {self.folder} to start over"
                 )
             return
         if self.folder.exists() and not resume:
@@ -208,6 +212,23 @@ def _records(path: Path) -> tuple[list[dict[str, Any]], int]:
         entries.append(entry)
         at = end
     return entries, at
+
+
+def _label(key: str) -> str:
+    return "model" if key == "models" else key
+
+
+def _shown(value: Any) -> str:
+    """A manifest's value as the resume's refusal shows it (a long one cut short)."""
+    if value is None:
+        return "nothing recorded"
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        shown = " and ".join(map(repr, value))
+    elif isinstance(value, dict | list):
+        shown = json.dumps(value, sort_keys=True)
+    else:
+        shown = repr(value)
+    return shown if len(shown) <= 120 else shown[:117] + "..."
 
 
 def _write_atomically(path: Path, data: bytes) -> None:

@@ -259,7 +259,8 @@ def test_resume_refuses_a_run_that_asked_other_questions(
         rows, "out.parquet", "--questions", questions, *server_args(faults, "--resume"), cwd=tmp_path
     )
     assert done.returncode == 2
-    assert "--resume: expected the run that left" in done.stderr and "questions_sha256" in done.stderr
+    assert "--resume: the run in out.parquet was made with " in done.stderr
+    assert "questions_sha256 'another', this one asks '" in done.stderr
     without = batch_cli(rows, "out.parquet", "--questions", questions, *server_args(faults), cwd=tmp_path)
     assert without.returncode == 2 and "pass --resume to finish it" in without.stderr
 
@@ -320,3 +321,47 @@ def test_a_csv_with_a_bom_and_a_quoted_cell_spanning_lines_classifies_every_row(
         out = list(csv.DictReader(f))
     assert [row["id"] for row in out] == ["1", "2", "3"]
     assert all(row["topic.choice"] == "billing" for row in out)
+
+
+def test_resume_refuses_another_model_api_method_or_extra_body_naming_both_and_goes_on_with_the_same(
+    faults: FaultServer, tmp_path: Path, batch_cli: Callable[..., Ran], questions: Path
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        gone = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    rows = write_rows(tmp_path / "in.jsonl", 6)
+    settings = {"--model": "a", "--api": "systemone", "--method": "auto", "--extra-body": '{"seed": 1}'}
+
+    def asked(server: str, **changed: str) -> list[str | Path]:
+        flags = {**settings, **{f"--{k.replace('_', '-')}": v for k, v in changed.items()}}
+        return [rows, "out.parquet", "--questions", questions, "--server", server, *sum(flags.items(), ())]
+
+    first = batch_cli(*asked(gone), cwd=tmp_path)
+    assert first.returncode == 3, first.stderr
+    before = posts(faults)
+    for changed, said in [
+        ({"model": "b"}, "with model 'a', this one asks 'b'"),
+        ({"api": "chat_completions"}, "with api 'systemone', this one asks 'chat_completions'"),
+        ({"api": "messages", "method": "logprobs"}, "with method 'auto', this one asks 'logprobs'"),
+        ({"extra_body": '{"seed": 2}'}, 'with extra_body {"seed": 1}, this one asks {"seed": 2}'),
+    ]:
+        done = batch_cli(*asked(faults.base_url(), **changed), "--resume", cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        assert "--resume: the run in out.parquet was made with " in done.stderr and said in done.stderr
+    assert posts(faults) == before
+    # Another server serving the same model is the same run.
+    again = batch_cli(*asked(faults.base_url()), "--resume", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert pq.read_table(tmp_path / "out.parquet").column("id").to_pylist() == list(range(6))
+
+
+def test_a_runs_manifest_records_the_servers_models_but_never_their_urls_or_keys(tmp_path: Path) -> None:
+    from jevper.batch import BatchClassifier, Server
+    from jevper.batch._files import Input
+    from jevper.batch._local import manifest
+
+    servers = [Server("http://127.0.0.1:9/v1", "m2", api_key="sk-secret"), Server("http://10.0.0.1/v1", "m1")]
+    classifier = BatchClassifier(QUESTIONS, servers, api="chat_completions", extra_body={"seed": 1})
+    made = json.dumps(manifest(classifier, Input(write_rows(tmp_path / "in.jsonl", 2)), 64))
+    assert "sk-secret" not in made and "127.0.0.1" not in made and "10.0.0.1" not in made
+    assert json.loads(made)["models"] == ["m1", "m2"] and json.loads(made)["extra_body"] == {"seed": 1}
