@@ -118,8 +118,11 @@ def parts(tmp_path: Path) -> Parts:
     return parts
 
 
-def test_a_torn_last_journal_record_is_left_out_and_cut_off_before_the_next_records(parts: Parts) -> None:
-    whole, torn = records(parts, 0, 1, 2), records(parts, 3)[:-7]  # killed in the middle of row 3
+@pytest.mark.parametrize("kept", [2, -7], ids=["in its length", "in its values"])
+def test_a_torn_last_journal_record_is_left_out_and_cut_off_before_the_next_records(
+    parts: Parts, kept: int
+) -> None:
+    whole, torn = records(parts, 0, 1, 2), records(parts, 3)[:kept]  # killed in the middle of row 3
     path = parts.folder / "journal-00000000.bin"
     path.write_bytes(whole + torn)
     ids = list(range(6))
