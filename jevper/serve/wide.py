@@ -132,13 +132,15 @@ async def answer_all(questions: Mapping[str, Question], ask: Ask, model: str) ->
         spent.add(response.usage)
         return response.answers
 
-    # A task group: when one question fails, the others stop asking; its failure is raised as it came.
+    # A task group: when one question fails, the others stop asking; its failure is raised as it came,
+    # with the cause the pool reads to tell an upstream's failure (``__cause__``) kept.
     try:
         async with asyncio.TaskGroup() as group:
             rest = group.create_task(the_narrow())
             widened = {qid: group.create_task(answer_wide(_wide(questions[qid]), ask, spent)) for qid in wide}
     except ExceptionGroup as failed:
-        raise failed.exceptions[0] from None
+        first = failed.exceptions[0]
+        raise first from first.__cause__
     found: dict[str, Answer] = {**rest.result(), **{qid: task.result() for qid, task in widened.items()}}
     usage = Usage(prompt_tokens=spent.prompt, completion_tokens=spent.completion, requests=spent.requests)
     return SystemOneResponse(answers={qid: found[qid] for qid in questions}, usage=usage, model=model)

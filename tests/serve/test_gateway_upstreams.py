@@ -166,3 +166,21 @@ def test_an_upstream_that_fails_the_corrective_retry_is_reported_as_failing_not_
             reply = client.post("/v1/systemone", json=ONE)
     assert reply.status_code == 502
     assert reply.json()["detail"]["message"].startswith("the upstream failed"), reply.text
+
+
+def test_a_wide_question_whose_upstream_fails_the_corrective_retry_is_answered_by_the_other(
+    healthy: FaultServer,
+) -> None:
+    script = Script()
+    for _ in range(2):  # the question's two groups: prose to both, then both retries fail
+        script.reply("/chat/completions", 200, prose())
+    for _ in range(2):
+        script.reply("/chat/completions", 500, "<html>500</html>", "text/html")
+    wide = {"type": "choice", "criteria": {f"queue {i}": None for i in range(27)}}
+    with (
+        running(script=script, model="smollm2") as failing,
+        TestClient(create_app(two(failing.base_url(), healthy.base_url(), recheck_s=60))) as client,
+    ):
+        reply = client.post("/v1/systemone", json={"state": "charged twice", "questions": {"q": wide}})
+        assert reply.status_code == 200, reply.text
+        assert health(client) == {failing.base_url(): False, healthy.base_url(): True}
