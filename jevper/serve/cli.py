@@ -32,8 +32,10 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         type=_upstream_arg,
         metavar="URL[=MODEL]",
-        help="an upstream's base URL, ending in /v1, and the model it serves (else --model); repeat it "
-        "for several upstreams, each with a pool of its own (or --spawn)",
+        help="an upstream's base URL, ending in /v1, and the model it serves (else --model), split at the "
+        "first '=' (the model id may hold '/' and '=': http://h:8000/v1=meta-llama/Llama-3.1-8B; a URL with "
+        "a query string takes its model from --model); repeat it for several upstreams, each with a pool "
+        "of its own (or --spawn)",
     )
     p.add_argument(
         "--model",
@@ -66,9 +68,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _upstream_arg(text: str) -> tuple[str, str | None]:
-    """``URL`` or ``URL=MODEL``; a model id holds no slash, and an '=' of a query string stays in the URL."""
-    url, sep, model = text.rpartition("=")
-    if sep and model and "/" not in model and "?" not in url:
+    """``URL`` or ``URL=MODEL``, split at the first '=': a base URL's scheme, host, port and path hold
+    none, while a model id may hold '/' and '=' (vLLM's ``org/name``). A URL with a query string keeps
+    every '=' (its model comes from --model)."""
+    url, sep, model = text.partition("=")
+    if sep and model and "?" not in url:
         return url.rstrip("/"), model
     return text.rstrip("/"), None
 

@@ -114,6 +114,28 @@ def test_the_command_line_takes_upstreams_with_their_models_or_one_model_for_all
         _upstreams(query)
 
 
+def test_an_upstreams_model_id_may_hold_slashes_as_vllms_ids_do() -> None:
+    from jevper.serve.cli import _upstreams, planned
+
+    args = parser().parse_args(
+        [
+            "--upstream",
+            "http://h:8000/v1=meta-llama/Llama-3.1-8B",
+            "--upstream",
+            "http://g:8000/v1/=Qwen/Qwen2.5-0.5B-Instruct",
+            "--upstream",
+            "http://k:8000/v1=org/team/model=v2",
+        ]
+    )
+    assert _upstreams(args) == [
+        ("http://h:8000/v1", "meta-llama/Llama-3.1-8B"),
+        ("http://g:8000/v1", "Qwen/Qwen2.5-0.5B-Instruct"),
+        ("http://k:8000/v1", "org/team/model=v2"),
+    ]
+    config = planned(args)
+    assert config.upstreams[0] == ("http://h:8000/v1", "meta-llama/Llama-3.1-8B")
+
+
 def test_an_upstream_given_twice_is_refused_at_start_up(healthy: FaultServer) -> None:
     with pytest.raises(ConfigError, match="--upstream: expected each upstream once"):
         two(healthy.base_url(), healthy.base_url())
