@@ -10,7 +10,6 @@ memory does not grow with the traffic.
 from __future__ import annotations
 
 import contextvars
-import importlib
 import logging
 import re
 import time
@@ -143,40 +142,33 @@ def _header(scope: Scope, name: str) -> str | None:
     return None
 
 
-class ObservedTransport:
-    """The upstream's transport, timed and counted; it sends the request's id on.
+def observed_http_client(client_class: type[Any], upstream: str, metrics: Metrics) -> Any:
+    """An instance of the SDK's own default HTTP client class whose ``send`` is timed and counted and
+    sends the request's id on.
 
-    Duck-typed over the transport of whichever httpx the SDK is built on (openai and anthropic moved
-    from httpx to httpx2): ``handle_async_request`` and ``aclose`` are all a client asks of it.
+    The client builds its transports itself, as any httpx client does: the environment's proxies
+    (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY) and the SDK's connection limits hold. (A ``transport=``
+    given to it would turn both off.) Subclassing the class the SDK names needs no import of the httpx
+    it is built on (openai and anthropic moved from httpx to httpx2).
     """
 
-    def __init__(self, upstream: str, metrics: Metrics, inner: Any) -> None:
-        self.upstream, self.metrics, self.inner = upstream, metrics, inner
-
-    async def handle_async_request(self, request: Any) -> Any:
+    async def send(self: Any, request: Any, **options: Any) -> Any:
         rid = request_id.get()
         if rid != "-":
             request.headers[REQUEST_ID] = rid
         started = time.perf_counter()
         try:
-            response = await self.inner.handle_async_request(request)
+            response = await client_class.send(self, request, **options)
         except Exception as exc:
-            self.metrics.upstream_requests.labels(self.upstream, "none").inc()
-            self.metrics.upstream_errors.labels(self.upstream, type(exc).__name__).inc()
+            metrics.upstream_requests.labels(upstream, "none").inc()
+            metrics.upstream_errors.labels(upstream, type(exc).__name__).inc()
             raise
-        self.metrics.upstream_latency.labels(self.upstream).observe(time.perf_counter() - started)
+        metrics.upstream_latency.labels(upstream).observe(time.perf_counter() - started)
         status = int(response.status_code)
-        self.metrics.upstream_requests.labels(self.upstream, str(status)).inc()
+        metrics.upstream_requests.labels(upstream, str(status)).inc()
         if status >= 400:
-            self.metrics.upstream_errors.labels(self.upstream, f"{status // 100}xx").inc()
+            metrics.upstream_errors.labels(upstream, f"{status // 100}xx").inc()
         return response
 
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-def observed_http_client(client_class: type, upstream: str, metrics: Metrics) -> Any:
-    """An instance of the SDK's own default HTTP client class, over an ObservedTransport."""
-    package = importlib.import_module(client_class.__mro__[1].__module__.partition(".")[0])
-    inner = package.AsyncHTTPTransport()
-    return client_class(transport=ObservedTransport(upstream, metrics, inner))
+    observed = type(f"Observed{client_class.__name__}", (client_class,), {"send": send})
+    return observed()

@@ -7,13 +7,15 @@ body's size (413), the body (422, naming the field). Only the upstream's failure
 from __future__ import annotations
 
 import asyncio
+import http.server
 import json
 import logging
 import subprocess
 import sys
+import threading
 import types
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -408,3 +410,61 @@ def test_a_noul_without_instructions_and_with_one_sided_or_no_criteria_is_answer
     reply = app.post("/v1/systemone", json={"state": STATE, "questions": {"q": question}}, headers=AUTH)
     assert reply.status_code == 200, reply.text
     assert reply.json()["answers"]["q"]["type"] == "noul"
+
+
+class _Proxy(http.server.BaseHTTPRequestHandler):
+    """A loopback HTTP proxy that answers every request itself with a label answer, noting its target."""
+
+    targets: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", "0")))
+        self.targets.append(self.path)
+        body = json.dumps(chat_label()).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    _Proxy.targets = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Proxy)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_upstream_is_reached_through_the_environments_proxy(
+    proxy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HTTP_PROXY", proxy)
+    one = {"state": STATE, "questions": {"q": {"type": "noul", "instructions": "Angry?"}}}
+    # A host only the proxy knows: asked directly, it cannot be resolved.
+    with gateway("http://upstream.invalid/v1", method="logprobs") as client:
+        reply = client.post("/v1/systemone", json=one, headers=AUTH)
+    assert reply.status_code == 200, reply.text
+    assert _Proxy.targets == ["http://upstream.invalid/v1/chat/completions"]
+
+
+def test_an_upstream_named_in_no_proxy_is_reached_directly(
+    proxy: str, upstream: FaultServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HTTP_PROXY", proxy)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    with gateway(upstream.base_url()) as client:
+        reply = client.post("/v1/systemone", json=VALID, headers=AUTH)
+    assert reply.status_code == 200, reply.text
+    assert _Proxy.targets == []
