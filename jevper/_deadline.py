@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import heapq
+import inspect
 import itertools
 import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 #: How long the watchdog thread waits with nothing armed before it ends.
 _IDLE_S = 30.0
@@ -102,7 +103,7 @@ def stop(alarm: Alarm) -> bool:
     return alarm.fired
 
 
-#: The alarm of the exchange this thread is making, for the response hook below.
+#: The alarm of the exchange this thread is making, for the client view below.
 CURRENT: contextvars.ContextVar[Alarm | None] = contextvars.ContextVar("jevper_alarm", default=None)
 
 
@@ -121,13 +122,62 @@ def _on_response(response: Any) -> None:
         watch_response(alarm, response)
 
 
-def hook(http_client: object) -> None:
-    """Add the response hook to a blocking httpx-style client once; it does nothing outside jevper's calls.
+class _Watched:
+    """A blocking httpx-style client lent to jevper, seen through a view that arms the current deadline
+    as a response's headers arrive. The lent client does the work and is never written to; ``close()``
+    leaves it open, for its owner to close."""
 
-    The openai and anthropic SDKs read a non-2xx body themselves before raising, so without the hook a
-    server dripping an error body would be bounded per read only.
+    def __init__(self, lent: object) -> None:
+        self.__dict__["_lent"] = lent
+
+    def __getattr__(self, name: str) -> Any:
+        lent = self.__dict__.get("_lent")
+        if lent is None:
+            raise AttributeError(name)
+        return getattr(lent, name)
+
+    def build_request(self, *args: Any, **kwargs: Any) -> Any:
+        return self._lent.build_request(*args, **kwargs)
+
+    def send(self, request: Any, **kwargs: Any) -> Any:
+        response = self._lent.send(request, **kwargs)
+        # Only a streamed response has a body left to read, and its connection is still its own.
+        if kwargs.get("stream"):
+            _on_response(response)
+        return response
+
+    def close(self) -> None:
+        pass
+
+    def __del__(self) -> None:
+        pass
+
+
+#: client class -> the view's class, a subclass of it so that the SDKs' isinstance checks pass.
+_VIEWS: dict[type, type[_Watched]] = {}
+
+
+def watching(http_client: object) -> object | None:
+    """A view of a blocking httpx-style client for jevper's own copy of an SDK client, or None for any
+    other kind (an async client is bounded by ``asyncio.timeout`` instead).
+
+    The openai and anthropic SDKs read a non-2xx body themselves before raising, so without the view a
+    server dripping an error body would be bounded per read only. Outside jevper's calls the view only
+    passes requests on.
     """
-    hooks = getattr(http_client, "event_hooks", None)
-    responses = hooks.get("response") if isinstance(hooks, dict) else None
-    if isinstance(responses, list) and _on_response not in responses:
-        responses.append(_on_response)
+    kind = type(http_client)
+    send = getattr(kind, "send", None)
+    if (
+        not callable(send)
+        or inspect.iscoroutinefunction(send)
+        or not callable(getattr(kind, "build_request", None))
+    ):
+        return None
+    view = _VIEWS.get(kind)
+    if view is None:
+        try:
+            made = cast("type[_Watched]", type(f"Watched{kind.__name__}", (_Watched, kind), {}))
+            view = _VIEWS.setdefault(kind, made)
+        except TypeError:  # a class that cannot be subclassed
+            return None
+    return view(http_client)

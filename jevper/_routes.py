@@ -17,7 +17,6 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from jevper import _deadline
 from jevper._errors import MalformedAnswerError, ProviderError
 from jevper._transport import (
     as_body,
@@ -68,7 +67,6 @@ def fetch(client: object, request: Fetch) -> Mapping[str, Any]:
     """The parsed JSON body of ``request``, or a typed error."""
     target, retries = without_sdk_retries(client)
     method = _method(target, request)
-    _deadline.hook(getattr(target, "_client", None))
     kwargs = _kwargs(target, request)
 
     @contextlib.contextmanager

@@ -96,8 +96,6 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 def send(client: object, surface: PromptSurface, request: WireRequest, timeout: float) -> WireResult:
     target, retries = without_sdk_retries(client)
     create, kwargs, streamed = prepare(target, surface, request, timeout, streaming=True)
-    if streamed:
-        _deadline.hook(getattr(target, "_client", None))
 
     def attempt() -> object:
         return whole_body(create, kwargs, surface, timeout) if streamed else create(**kwargs)
@@ -156,11 +154,11 @@ def whole_body(create: Callable[..., Any], kwargs: dict[str, Any], surface: str,
     body = bytearray()
     complete = False
     # The SDK's timeout bounds the wait for the headers and each read; the alarm bounds the whole, from
-    # the headers on (the response hook arms it before the SDK reads an error body by itself).
+    # the headers on (the copy's HTTP client view arms it before the SDK reads an error body by itself).
     armed = _deadline.CURRENT.set(alarm)
     try:
         with create(**kwargs) as response:
-            # Already armed by the hook for an SDK client; this covers a client the hook cannot reach.
+            # Already armed by the view for an SDK client; this covers a client the view cannot reach.
             _deadline.watch_response(alarm, getattr(response, "http_response", None))
             for chunk in response.iter_bytes():
                 body += chunk
@@ -254,12 +252,21 @@ def _no_retry_copy(client: object, with_options: Callable[..., object]) -> objec
     try:
         cached = _COPIES.get(client)
     except TypeError:  # not weakly referenceable: copy every time
-        return with_options(max_retries=0)
+        return _copy(client, with_options)
     if cached is not None and cached[0] == made_from:
         return cached[1]
-    copy = with_options(max_retries=0)
+    copy = _copy(client, with_options)
     _COPIES[client] = (made_from, copy)
     return copy
+
+
+def _copy(client: object, with_options: Callable[..., object]) -> object:
+    # The copy sends through a view of the caller's HTTP client that arms the deadline at the headers,
+    # before the SDK reads an error body by itself; the caller's client itself is not written to.
+    watched = _deadline.watching(getattr(client, "_client", None))
+    if watched is None:
+        return with_options(max_retries=0)
+    return with_options(max_retries=0, http_client=watched)
 
 
 def _retry(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import socket
 import time
 from collections.abc import Iterator
 from types import SimpleNamespace
 
+import openai
 import pytest
 
 from jevper import Noul, ProviderError, SystemOneClient, _deadline
@@ -44,6 +46,19 @@ def test_a_stopped_alarm_leaves_its_socket_open() -> None:
 
 def test_a_stream_without_a_socket_is_not_watched() -> None:
     assert not _deadline.watch(_deadline.start(0.1), object())
+
+
+def test_a_view_of_a_lent_http_client_passes_the_sdks_checks_and_never_closes_it() -> None:
+    lent = openai.DefaultHttpxClient()
+    view = _deadline.watching(lent)
+    assert isinstance(view, type(lent))
+    assert view.timeout == lent.timeout and not view.is_closed
+    view.close()
+    del view
+    gc.collect()
+    assert not lent.is_closed
+    lent.close()
+    assert _deadline.watching(openai.DefaultAsyncHttpxClient()) is None
 
 
 def _client_over(sock: socket.socket, http_version: bytes) -> SystemOneClient:

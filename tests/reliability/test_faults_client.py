@@ -294,19 +294,26 @@ def test_the_async_client_cuts_a_slow_drip_off_at_the_timeout(faults: FaultServe
     assert time.monotonic() - started < TIMEOUT + 1.0
 
 
-def test_the_deadline_hook_is_added_to_the_callers_http_client_once_and_idles_outside_jevper(
-    faults: FaultServer,
+@pytest.mark.parametrize("api", ["chat_completions", "messages", "systemone"])
+def test_a_call_leaves_the_callers_http_client_hooks_as_they_were_and_runs_them(
+    faults: FaultServer, api: str
 ) -> None:
     from jevper import _deadline
 
-    sdk = openai.OpenAI(base_url=faults.base_url("ok"), api_key="local")
-    client = SystemOneClient(
-        sdk, model="fault-model", api="chat_completions", method="logprobs", timeout=TIMEOUT
-    )
+    statuses: list[int] = []
+    own = {"request": [], "response": [lambda response: statuses.append(response.status_code)]}
+    base = faults.base_url("ok")
+    sdk: Any
+    if api == "messages":
+        http = anthropic.DefaultHttpxClient(event_hooks=own)
+        sdk = anthropic.Anthropic(base_url=base.removesuffix("/v1"), api_key="local", http_client=http)
+    else:
+        http = openai.DefaultHttpxClient(event_hooks=own)
+        sdk = openai.OpenAI(base_url=base, api_key="local", http_client=http)
+    before = {name: list(hooks) for name, hooks in http.event_hooks.items()}
+    client = SystemOneClient(sdk, model="fault-model", api=api, timeout=TIMEOUT)
     for _ in range(2):
         client.system_one(state="x", questions={"q": QUESTION})
-    hooks = sdk._client.event_hooks["response"]
-    assert hooks.count(_deadline._on_response) == 1
+    assert {name: list(hooks) for name, hooks in http.event_hooks.items()} == before
+    assert statuses == [200, 200]
     assert _deadline.CURRENT.get() is None
-    # The caller's own requests through the same client pass the hook untouched.
-    assert [m.id for m in sdk.models.list()] == ["fault-model"]
