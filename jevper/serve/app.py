@@ -41,7 +41,14 @@ from jevper.serve import wide
 from jevper.serve.body import receive
 from jevper.serve.config import ConfigError, GatewayConfig, flagged
 from jevper.serve.errors import Refusal, error, invalid
-from jevper.serve.observe import CONTENT_TYPE, Metrics, Observed, observed_http_client, request_id
+from jevper.serve.observe import (
+    CONTENT_TYPE,
+    Metrics,
+    Observed,
+    observed_http_client,
+    request_id,
+    shown,
+)
 from jevper.serve.validation import Invalid, Problem, parse
 
 log = logging.getLogger("jevper.serve")
@@ -56,13 +63,13 @@ def upstream_client(config: GatewayConfig, metrics: Metrics | None = None) -> As
     if sdk_for(config.api) == "anthropic":
         from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
 
-        http = observed_http_client(DefaultAsyncHttpxClient, config.upstream, metrics)
+        http = observed_http_client(DefaultAsyncHttpxClient, shown(config.upstream), metrics)
         sdk = AsyncAnthropic(base_url=config.upstream.removesuffix("/v1"), api_key=key, http_client=http)
     else:
         from openai import AsyncOpenAI
         from openai import DefaultAsyncHttpxClient as OpenAIHttpxClient
 
-        http = observed_http_client(OpenAIHttpxClient, config.upstream, metrics)
+        http = observed_http_client(OpenAIHttpxClient, shown(config.upstream), metrics)
         sdk = AsyncOpenAI(base_url=config.upstream, api_key=key, http_client=http)
     return AsyncSystemOneClient(
         sdk,
@@ -90,6 +97,7 @@ class Gateway:
         self.config = config
         self.metrics = Metrics()
         self._models: dict[int, str] = {}  # id(client) -> the model it asks
+        self._shown: dict[int, str] = {}  # id(client) -> its upstream's URL as logged (no credentials)
 
         def connect(spec: Upstream) -> AsyncSystemOneClient:
             if client is not None and spec.base_url == config.upstream:
@@ -97,6 +105,7 @@ class Gateway:
             else:
                 made = checked_client(self._one(spec), self.metrics)
             self._models[id(made)] = spec.model
+            self._shown[id(made)] = shown(spec.base_url)
             return made
 
         specs = [Upstream(url, model, slots=config.pool) for url, model in config.upstreams]
@@ -137,7 +146,7 @@ class Gateway:
                     if answered.status_code < 500:
                         log.info(
                             "upstream %s answers again (GET /models %d): in",
-                            spec.base_url,
+                            shown(spec.base_url),
                             answered.status_code,
                         )
                         self.pool.restore(spec.base_url)
@@ -189,33 +198,46 @@ class Gateway:
         )
 
     async def health(self, request: Request) -> Response:
-        """200 while an upstream is in (503 while none is), naming each upstream and whether it is in."""
+        """200 while an upstream is in (503 while none is), with how many are in and out.
+
+        Which upstream is out, and why, is told only to a caller with one of the gateway's keys (none
+        when the gateway asks for none), and written to the log: an upstream's URL may carry a host name
+        or credentials, its last error a server's own text."""
         # In: answering as far as the gateway knows; a failed one is in again once a call or a check of
         # it succeeds.
         failing = {spec.base_url for spec in self.pool.failing()}
-        upstreams = [
-            {
-                "url": status.base_url,
-                "model": spec.model,
-                "in": status.base_url not in failing,
-                "in_flight": status.in_flight,
-                "succeeded": status.succeeded,
-                "failed": status.failed,
-                **(
-                    {"out_for_s": round(status.out_for, 1), "last_error": status.last_error}
-                    if status.out_for
-                    else {}
-                ),
-            }
-            for status, spec in zip(self.pool.status(), self._specs(), strict=True)
-        ]
-        serving = any(u["in"] for u in upstreams)
-        body = {
+        statuses = self.pool.status()
+        out = sum(status.base_url in failing for status in statuses)
+        serving = out < len(statuses)
+        body: dict[str, Any] = {
             "status": "ok" if serving else "no upstream in",
             "in_flight": self.in_flight,
-            "upstreams": upstreams,
+            "upstreams": {"in": len(statuses) - out, "out": out},
         }
+        if self._keys and self._unauthorized(request) is None:
+            body["upstream_details"] = [
+                {
+                    "url": shown(status.base_url),
+                    "model": spec.model,
+                    "in": status.base_url not in failing,
+                    "in_flight": status.in_flight,
+                    "succeeded": status.succeeded,
+                    "failed": status.failed,
+                    **(
+                        {"out_for_s": round(status.out_for, 1), "last_error": status.last_error}
+                        if status.out_for
+                        else {}
+                    ),
+                }
+                for status, spec in zip(statuses, self._specs(), strict=True)
+            ]
         return JSONResponse(body, status_code=200 if serving else 503)
+
+    def _redacted(self, text: str) -> str:
+        """``text`` with every upstream's URL as logged (without its credentials)."""
+        for url, _ in self.config.upstreams:
+            text = text.replace(url, shown(url))
+        return text
 
     def _specs(self) -> list[Upstream]:
         return [Upstream(url, model, slots=self.config.pool) for url, model in self.config.upstreams]
@@ -279,11 +301,16 @@ class Gateway:
                 "request without images",
             )
 
-        def on(client: AsyncSystemOneClient) -> Awaitable[SystemOneResponse]:
+        async def on(client: AsyncSystemOneClient) -> SystemOneResponse:
             def ask(questions: Mapping[str, Question]) -> Awaitable[SystemOneResponse]:
                 return client.system_one(state=asked.state, questions=questions)
 
-            return wide.answer_all(asked.questions, ask, self._models[id(client)])
+            try:
+                return await wide.answer_all(asked.questions, ask, self._models[id(client)])
+            except JevperError as failed:
+                if server_failure(failed) is not None:
+                    log.warning("upstream %s failed: %s", self._shown[id(client)], failed)
+                raise
 
         try:
             # On the upstream with the most room; asked again on another while the failure is the
@@ -293,10 +320,15 @@ class Gateway:
             attempts = len(self.config.upstreams) + (2 if len(self.config.upstreams) > 1 else 0)
             answered = await self.pool.ask(on, attempts=attempts)
         except NoUpstreamError as none:
+            log.warning("no upstream in: %s", self._redacted(str(none)))
+            count = len(self.config.upstreams)
+            which = "the upstream" if count == 1 else f"any of the {count} upstreams"
             return error(
                 503,
                 "upstream_unavailable",
-                f"expected an upstream to answer, got none in: {none}",
+                f"expected an upstream to answer, got none in: {which} failed several times in a row and "
+                f"is out; retry after {self.config.retry_after_s} s (the gateway's log names each upstream "
+                "and its last error)",
                 headers={"retry-after": str(self.config.retry_after_s)},
             )
         except InvalidQuestionError as bad:

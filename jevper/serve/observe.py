@@ -13,6 +13,7 @@ import contextvars
 import logging
 import re
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -132,6 +133,15 @@ class Observed:
             self.metrics.latency.labels(route).observe(seconds)
             log.info("%s %s %d in %.0f ms", scope["method"], path[:200], status, seconds * 1000)
             request_id.reset(token)
+
+
+def shown(url: str) -> str:
+    """A URL as the gateway logs and labels it: without the user name and password it may carry."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit(parts._replace(netloc=host))
 
 
 def _header(scope: Scope, name: str) -> str | None:

@@ -21,6 +21,8 @@ from jevper.testing.bodies import chat_label
 from jevper.testing.faults import FaultServer, running
 from jevper.testing.script import Script
 
+KEY = "sk-gateway-upstreams-5d21"
+AUTH = {"authorization": f"Bearer {KEY}"}
 ONE = {"state": "charged twice", "questions": {"q": {"type": "noul", "instructions": "Angry?"}}}
 
 
@@ -31,6 +33,8 @@ def healthy() -> Iterator[FaultServer]:
 
 
 def two(first: str, second: str, **settings: Any) -> GatewayConfig:
+    """Two upstreams behind a gateway that asks for KEY (unless ``api_keys`` says otherwise)."""
+    settings.setdefault("api_keys", (KEY,))
     return GatewayConfig(
         upstream=first,
         model="smollm2",
@@ -41,7 +45,9 @@ def two(first: str, second: str, **settings: Any) -> GatewayConfig:
 
 
 def health(client: TestClient) -> dict[str, bool]:
-    return {u["url"]: u["in"] for u in client.get("/health").json()["upstreams"]}
+    """Each upstream and whether it is in, as /health tells a caller with the gateway's key."""
+    details = client.get("/health", headers=AUTH).json()["upstream_details"]
+    return {u["url"]: u["in"] for u in details}
 
 
 @pytest.mark.parametrize("fault", ["connection-reset", "html-500", "502-retry-after"])
@@ -49,7 +55,7 @@ def test_an_upstream_that_fails_is_taken_out_and_its_requests_are_answered_by_th
     healthy: FaultServer, fault: str
 ) -> None:
     failing = healthy.base_url(fault)
-    with TestClient(create_app(two(failing, healthy.base_url(), recheck_s=60))) as client:
+    with TestClient(create_app(two(failing, healthy.base_url(), recheck_s=60)), headers=AUTH) as client:
         replies = [client.post("/v1/systemone", json=ONE) for _ in range(6)]
         assert [r.status_code for r in replies] == [200] * 6, [r.text for r in replies]
         assert health(client) == {failing: False, healthy.base_url(): True}
@@ -59,7 +65,7 @@ def test_an_upstream_that_fails_is_taken_out_and_its_requests_are_answered_by_th
 def test_an_upstream_that_is_out_is_checked_in_the_background_and_put_back_in(healthy: FaultServer) -> None:
     port = free_port()
     later = f"http://127.0.0.1:{port}/v1"  # nothing listens there yet
-    with TestClient(create_app(two(later, healthy.base_url(), recheck_s=0.2))) as client:
+    with TestClient(create_app(two(later, healthy.base_url(), recheck_s=0.2)), headers=AUTH) as client:
         assert client.post("/v1/systemone", json=ONE).status_code == 200
         assert health(client)[later] is False
         revived = FaultServer(model="smollm2", port=port).start()
@@ -80,25 +86,50 @@ def test_requests_spread_over_the_upstreams_by_room(healthy: FaultServer) -> Non
         async def burst() -> list[httpx.Response]:
             app = create_app(config)
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://gateway", timeout=60) as http:
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://gateway", timeout=60, headers=AUTH
+            ) as http:
                 replies = await asyncio.gather(*(http.post("/v1/systemone", json=ONE) for _ in range(4)))
                 body = (await http.get("/health")).json()
             return [*replies, httpx.Response(200, json=body)]
 
         *replies, status = asyncio.run(burst())
     assert [r.status_code for r in replies] == [200] * 4
-    served = {u["url"]: u["succeeded"] for u in status.json()["upstreams"]}
+    served = {u["url"]: u["succeeded"] for u in status.json()["upstream_details"]}
     assert sorted(served.values()) == [2, 2], served  # four at once over two pools of two
 
 
-def test_with_every_upstream_out_health_is_a_503_naming_each(healthy: FaultServer) -> None:
+def test_with_every_upstream_out_health_is_a_503_naming_each_to_a_caller_with_a_key(
+    healthy: FaultServer,
+) -> None:
     dead = [f"http://127.0.0.1:{free_port()}/v1", f"http://127.0.0.1:{free_port()}/v1"]
-    with TestClient(create_app(two(*dead, recheck_s=60, timeout=2))) as client:
-        reply = client.post("/v1/systemone", json=ONE)
+    with TestClient(create_app(two(*dead, recheck_s=60, timeout=2, api_keys=(KEY,)))) as client:
+        reply = client.post("/v1/systemone", json=ONE, headers=AUTH)
         assert reply.status_code == 502 and "every upstream asked failed" in reply.json()["detail"]["message"]
-        state = client.get("/health")
+        state = client.get("/health", headers=AUTH)
     assert state.status_code == 503
-    assert {u["url"] for u in state.json()["upstreams"] if not u["in"]} == set(dead)
+    assert state.json()["upstreams"] == {"in": 0, "out": 2}
+    assert {u["url"] for u in state.json()["upstream_details"] if not u["in"]} == set(dead)
+
+
+def test_health_and_the_503_tell_the_public_how_many_upstreams_are_out_but_not_which_or_why(
+    healthy: FaultServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret = f"http://user:s3cret@127.0.0.1:{free_port()}/v1"
+    dead = [secret, f"http://127.0.0.1:{free_port()}/v1"]
+    for keys in ((), (KEY,)):
+        with TestClient(create_app(two(*dead, recheck_s=60, timeout=2, api_keys=keys))) as client:
+            headers = AUTH if keys else {}
+            replies = [client.post("/v1/systemone", json=ONE, headers=headers) for _ in range(4)]
+            public = client.get("/health")
+            wrong = client.get("/health", headers={"authorization": "Bearer sk-not-a-key"})
+        refused = next(r for r in replies if r.status_code == 503)
+        for reply in (public, wrong, refused):
+            assert "127.0.0.1" not in reply.text and "s3cret" not in reply.text, reply.text
+            assert "Error" not in reply.text, reply.text
+        assert public.status_code == 503 and public.json()["upstreams"] == {"in": 0, "out": 2}
+        assert "2 upstreams" in refused.json()["detail"]["message"]
+    assert any("s3cret" not in r.getMessage() and "127.0.0.1" in r.getMessage() for r in caplog.records)
 
 
 def test_the_command_line_takes_upstreams_with_their_models_or_one_model_for_all() -> None:
@@ -169,7 +200,9 @@ def test_an_upstream_that_fails_the_label_readouts_corrective_retry_is_taken_out
     script.reply("/chat/completions", 500, "<html><h1>500 Internal Server Error</h1></html>", "text/html")
     with (
         running(script=script, model="smollm2") as failing,
-        TestClient(create_app(two(failing.base_url(), healthy.base_url(), recheck_s=60))) as client,
+        TestClient(
+            create_app(two(failing.base_url(), healthy.base_url(), recheck_s=60)), headers=AUTH
+        ) as client,
     ):
         reply = client.post("/v1/systemone", json=ONE)
         assert reply.status_code == 200, reply.text
@@ -201,7 +234,9 @@ def test_a_wide_question_whose_upstream_fails_the_corrective_retry_is_answered_b
     wide = {"type": "choice", "criteria": {f"queue {i}": None for i in range(27)}}
     with (
         running(script=script, model="smollm2") as failing,
-        TestClient(create_app(two(failing.base_url(), healthy.base_url(), recheck_s=60))) as client,
+        TestClient(
+            create_app(two(failing.base_url(), healthy.base_url(), recheck_s=60)), headers=AUTH
+        ) as client,
     ):
         reply = client.post("/v1/systemone", json={"state": "charged twice", "questions": {"q": wide}})
         assert reply.status_code == 200, reply.text
