@@ -20,6 +20,7 @@ ABOVE_THE_CLIENT = (
     "jevper.testing",
     "jevper.batch",
     "jevper._upstreams",
+    "jevper.evaluate",
 )
 
 
@@ -147,8 +148,25 @@ def test_the_batch_engine_uses_the_public_client_and_the_upstreams_pool_and_no_p
     assert strays - spawns == set()
 
 
-def test_nothing_outside_the_batch_engine_imports_it_and_only_it_and_the_gateway_use_the_pool() -> None:
+def test_only_the_evaluation_imports_the_batch_engine_and_only_it_and_the_gateway_use_the_pool() -> None:
     batch_users = {m for m, names in IMPORTS.items() if any(under(n, "jevper.batch") for n in names)}
     pool_users = {m for m, names in IMPORTS.items() if "jevper._upstreams" in names}
-    assert {m for m in batch_users if not under(m, "jevper.batch")} == set()
+    assert {m for m in batch_users if not (under(m, "jevper.batch") or under(m, "jevper.evaluate"))} == set()
     assert {m for m in pool_users if not (under(m, "jevper.batch") or under(m, "jevper.serve"))} == set()
+
+
+@pytest.mark.parametrize("module", [m for m in IMPORTS if under(m, "jevper.evaluate")])
+def test_the_evaluation_uses_the_public_package_and_the_batch_engine_and_nothing_imports_it(
+    module: str,
+) -> None:
+    strays = {
+        m
+        for m in IMPORTS[module]
+        if not under(m, "jevper.evaluate") and not under(m, "jevper.batch") and m not in PUBLIC
+    }
+    assert strays == set()
+    # Tables are read through the batch's own reading; pyarrow stays the batch's.
+    path = next(p for p in PACKAGE.rglob("*.py") if module_of(p) == module)
+    assert "import pyarrow" not in path.read_text(encoding="utf-8")
+    users = {m for m, names in IMPORTS.items() if any(under(n, "jevper.evaluate") for n in names)}
+    assert {m for m in users if not under(m, "jevper.evaluate")} == set()

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import hmac
 import logging
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -38,7 +38,7 @@ from jevper._upstreams import NoUpstreamError, Upstream, Upstreams, server_failu
 from jevper.models import SystemOneResponse, sdk_for
 from jevper.questions import Question
 from jevper.serve import wide
-from jevper.serve.body import receive
+from jevper.serve.body import Body, receive
 from jevper.serve.config import ConfigError, GatewayConfig, flagged
 from jevper.serve.errors import Refusal, error, invalid
 from jevper.serve.observe import (
@@ -154,18 +154,35 @@ class Gateway:
     # --- the routes ---------------------------------------------------------------------------------
 
     async def systemone(self, request: Request) -> Response:
+        return await self._served(request, self._answer)
+
+    async def _served(self, request: Request, answer: Callable[[Body], Awaitable[Response]]) -> Response:
+        """The rules every answering route keeps, in order: the key; the requests in flight; the body,
+        read within --body-timeout and --max-body-bytes; the requests in flight again, this one counted
+        from here on (a slow upload holds no slot); then ``answer`` on the body. Anything unexpected is
+        a JSON 500."""
         refused = self._unauthorized(request) or self._busy()
         if refused is not None:
             return refused
-        self.in_flight += 1
-        self.metrics.in_flight.inc()
         try:
-            return await self._answer(request)
+            try:
+                body = await self._body(request)
+            except Refusal as refusal:
+                return refusal.response()
+            except Invalid as bad:
+                return invalid(bad.problems)
+            refused = self._busy()
+            if refused is not None:
+                return refused
+            self.in_flight += 1
+            self.metrics.in_flight.inc()
+            try:
+                return await answer(body)
+            finally:
+                self.in_flight -= 1
+                self.metrics.in_flight.dec()
         except Exception:
-            return self._unexpected()
-        finally:
-            self.in_flight -= 1
-            self.metrics.in_flight.dec()
+            return self._unexpected(request)
 
     async def models(self, request: Request) -> Response:
         refused = self._unauthorized(request)
@@ -278,19 +295,30 @@ class Gateway:
             headers={"retry-after": str(wait)},
         )
 
-    async def _answer(self, request: Request) -> Response:
+    async def _body(self, request: Request) -> Body:
+        """The request's body, read within the time and size the gateway allows (Refusal: 408, 413)."""
         headers = request.headers
+        seconds = self.config.body_timeout
         try:
-            body = await receive(
-                request.stream(),
-                headers.get("content-length"),
-                headers.get("content-encoding", ""),
-                headers.get("content-type", ""),
-                self.config.max_body_bytes,
-            )
+            async with asyncio.timeout(seconds):
+                return await receive(
+                    request.stream(),
+                    headers.get("content-length"),
+                    headers.get("content-encoding", ""),
+                    headers.get("content-type", ""),
+                    self.config.max_body_bytes,
+                )
+        except TimeoutError:
+            raise Refusal(
+                408,
+                "request_timeout",
+                f"expected the request body within {seconds:g} s, got it still arriving then; send it "
+                "at once, or start the gateway with a larger --body-timeout",
+            ) from None
+
+    async def _answer(self, body: Body) -> Response:
+        try:
             asked = parse(body.json)
-        except Refusal as refused:
-            return refused.response()
         except Invalid as bad:
             return invalid(bad.problems)
         if asked.images or body.assets:
@@ -352,11 +380,11 @@ class Gateway:
         reply["model"] = answered.model
         return JSONResponse(reply)
 
-    def _unexpected(self) -> Response:
+    def _unexpected(self, request: Request) -> Response:
         """A JSON 500 naming the request's id, under which the traceback is logged (called in an except
         block; the id is also the response's x-request-id)."""
         rid = request_id.get()
-        log.exception("POST /v1/systemone request %s failed unexpectedly", rid)
+        log.exception("%s %s request %s failed unexpectedly", request.method, request.url.path, rid)
         message = (
             "expected to answer or to name what was wrong, got an error the gateway did not expect on "
             f"request {rid}; retry, and if it recurs report that id, under which the gateway logged what "

@@ -61,6 +61,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024, help="a larger body gets a 413")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per upstream request")
     p.add_argument(
+        "--body-timeout",
+        type=float,
+        default=30.0,
+        help="seconds a request's body may take to arrive; then 408",
+    )
+    p.add_argument(
         "--spawn", action="store_true", help="start the embedded llama.cpp (SmolLM2) behind it, --pool slots"
     )
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
@@ -125,6 +131,7 @@ def planned(args: argparse.Namespace, keys: tuple[str, ...] = ()) -> GatewayConf
         max_in_flight=args.max_in_flight,
         max_body_bytes=args.max_body_bytes,
         timeout=args.timeout,
+        body_timeout=args.body_timeout,
     )
     from jevper.serve.app import checked_client
 

@@ -27,6 +27,7 @@ FLAGS = {
     "max_in_flight": "--max-in-flight",
     "max_body_bytes": "--max-body-bytes",
     "timeout": "--timeout",
+    "body_timeout": "--body-timeout",
 }
 #: The methods that read a label's probability from logprobs, which some surfaces (Messages) do not carry.
 LOGPROB_METHODS = ("logprobs", "grammar")
@@ -53,6 +54,8 @@ class GatewayConfig:
     max_in_flight: int = 32
     max_body_bytes: int = 4 * 1024 * 1024
     timeout: float = 60.0  # seconds per upstream request
+    #: Seconds a request's body may take to arrive; a slower one is a 408 (it holds no slot meanwhile).
+    body_timeout: float = 30.0
     retry_after_s: int = 1  # what a 429 asks the client to wait
     #: More upstreams beyond the first, (base URL, model) each, every one with a pool of its own; a request
     #: goes to the one with the most room, and one that fails is taken out while the others answer.
@@ -70,14 +73,15 @@ class GatewayConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{FLAGS[name]}: expected a whole number of at least 1, got {value!r}")
-        timeout = self.timeout
-        if (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, int | float)
-            or not math.isfinite(timeout)
-            or timeout <= 0
-        ):
-            raise ConfigError(f"--timeout: expected a positive number of seconds, got {timeout!r}")
+        for name in ("timeout", "body_timeout"):
+            seconds = getattr(self, name)
+            if (
+                isinstance(seconds, bool)
+                or not isinstance(seconds, int | float)
+                or not math.isfinite(seconds)
+                or seconds <= 0
+            ):
+                raise ConfigError(f"{FLAGS[name]}: expected a positive number of seconds, got {seconds!r}")
         urls = [url for url, _ in self.upstreams]
         repeated = sorted({url for url in urls if urls.count(url) > 1})
         if repeated:

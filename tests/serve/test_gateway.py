@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import types
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, ClassVar
 
 import httpx
@@ -468,3 +468,42 @@ def test_an_upstream_named_in_no_proxy_is_reached_directly(
         reply = client.post("/v1/systemone", json=VALID, headers=AUTH)
     assert reply.status_code == 200, reply.text
     assert _Proxy.targets == []
+
+
+async def _slowly(first: bytes, pause: float, rest: bytes) -> AsyncIterator[bytes]:
+    yield first
+    await asyncio.sleep(pause)
+    yield rest
+
+
+def _post_slowly(config: GatewayConfig, pause: float, fast: int = 0) -> list[httpx.Response]:
+    """A body sent in two parts ``pause`` s apart, and ``fast`` ordinary requests sent meanwhile."""
+    raw = json.dumps({"state": STATE, "questions": {"t": QUESTIONS["topic"]}}).encode()
+
+    async def both() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=create_app(config))
+        async with httpx.AsyncClient(transport=transport, base_url="http://gateway", timeout=30) as client:
+            slow = asyncio.create_task(
+                client.post("/v1/systemone", content=_slowly(raw[:10], pause, raw[10:]), headers=AUTH)
+            )
+            await asyncio.sleep(0.2)  # the slow body has begun
+            others = [await client.post("/v1/systemone", content=raw, headers=AUTH) for _ in range(fast)]
+            return [await slow, *others]
+
+    return asyncio.run(both())
+
+
+def test_a_body_that_does_not_arrive_within_the_body_timeout_is_a_408(upstream: FaultServer) -> None:
+    config = GatewayConfig(upstream=upstream.base_url(), model="smollm2", api_keys=(KEY,), body_timeout=0.5)
+    [reply] = _post_slowly(config, pause=3.0)
+    assert reply.status_code == 408, reply.text
+    error = reply.json()["detail"]
+    assert error["error_type"] == "request_timeout"
+    assert "within 0.5 s" in error["message"] and "--body-timeout" in error["message"]
+
+
+def test_a_request_counts_as_in_flight_only_once_its_body_has_been_read(upstream: FaultServer) -> None:
+    config = GatewayConfig(upstream=upstream.base_url(), model="smollm2", api_keys=(KEY,), max_in_flight=1)
+    slow, *fast = _post_slowly(config, pause=1.5, fast=2)
+    assert [r.status_code for r in fast] == [200, 200], [r.text for r in fast]
+    assert slow.status_code == 200, slow.text

@@ -1,0 +1,5 @@
+import sys
+
+from jevper.evaluate.cli import main
+
+sys.exit(main())

@@ -1,0 +1,207 @@
+"""Calibration maps and their fits: a temperature, Platt scaling for a yes/no question, and a label-free
+prior correction.
+
+A ``Calibrator`` takes a distribution over a question's options to another that sums to 1:
+
+- ``temperature``: ``p_k ** (1 / T)``, renormalised (softmax of the log-probabilities over T), T fit by
+  NLL with a golden-section search on log T;
+- ``prior``: ``p_k / prior_k``, renormalised, where the prior is the mean distribution of the rows it was
+  fit on, labels unused (the batch-mean prior of Batch Calibration; a content-free answer's distribution
+  from "Calibrate Before Use" is used the same way);
+- ``prior_temperature``: the prior correction, then a temperature fit on the corrected distributions;
+- ``platt`` (a yes/no question): ``sigmoid(a * logit(p_true) + b)``, a and b fit by NLL (Newton's method);
+- ``identity``: the distribution as it came.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from jevper.evaluate._metrics import FLOOR, Distribution, nll
+
+Method = Literal["identity", "temperature", "prior", "prior_temperature", "platt"]
+METHODS: tuple[Method, ...] = ("identity", "temperature", "prior", "prior_temperature", "platt")
+#: The temperature is searched between these (a sharper or flatter distribution than either is not a
+#: calibration but a different model).
+T_RANGE = (0.02, 50.0)
+_GOLDEN = (math.sqrt(5) - 1) / 2
+
+
+@dataclass(frozen=True)
+class Calibrator:
+    """One question's calibration map: its method and the parameters that method uses."""
+
+    method: Method = "identity"
+    temperature: float = 1.0
+    prior: tuple[float, ...] | None = None
+    platt: tuple[float, float] | None = None
+
+    def apply(self, p: Distribution) -> Distribution:
+        if self.method == "identity":
+            return _normalised(p)
+        if self.method == "platt":
+            a, b = self.platt or (1.0, 0.0)
+            yes = _sigmoid(a * _logit(p[0] / (p[0] + p[1]) if p[0] + p[1] > 0 else 0.5) + b)
+            return (yes, 1.0 - yes)
+        if self.method in ("prior", "prior_temperature"):
+            p = divided(p, self.prior or ())
+        return tempered(p, self.temperature) if self.method != "prior" else p
+
+    def to_json(self) -> dict[str, Any]:
+        value: dict[str, Any] = {"method": self.method}
+        if self.method in ("temperature", "prior_temperature"):
+            value["temperature"] = self.temperature
+        if self.prior is not None:
+            value["prior"] = list(self.prior)
+        if self.platt is not None:
+            value["platt"] = {"a": self.platt[0], "b": self.platt[1]}
+        return value
+
+    @classmethod
+    def of_json(cls, value: dict[str, Any]) -> Calibrator:
+        platt = value.get("platt")
+        prior = value.get("prior")
+        return cls(
+            value["method"],
+            float(value.get("temperature", 1.0)),
+            tuple(float(x) for x in prior) if prior is not None else None,
+            (float(platt["a"]), float(platt["b"])) if platt is not None else None,
+        )
+
+
+def _normalised(p: Sequence[float]) -> Distribution:
+    total = sum(p)
+    if total <= 0:
+        return tuple(1.0 / len(p) for _ in p)
+    return tuple(x / total for x in p)
+
+
+def tempered(p: Distribution, temperature: float) -> Distribution:
+    """softmax(log p / T), each probability floored at FLOOR first (so an option with none can gain)."""
+    logs = [math.log(max(x, FLOOR)) / temperature for x in p]
+    top = max(logs)
+    return _normalised([math.exp(x - top) for x in logs])
+
+
+def divided(p: Distribution, prior: Sequence[float]) -> Distribution:
+    """p divided by the prior (each floored at FLOOR), renormalised."""
+    return _normalised([x / max(q, FLOOR) for x, q in zip(p, prior, strict=True)])
+
+
+def mean_prior(probabilities: Sequence[Distribution]) -> tuple[float, ...]:
+    """The mean distribution over rows: the model's lean towards each option, whatever the row."""
+    n = len(probabilities)
+    return tuple(sum(p[k] for p in probabilities) / n for k in range(len(probabilities[0])))
+
+
+def fit_temperature(probabilities: Sequence[Distribution], gold: Sequence[int]) -> float:
+    """The T in T_RANGE minimising the NLL of softmax(log p / T), by golden-section search on log T
+    (the NLL is convex in 1/T, so it has one minimum along log T)."""
+    logs = [[math.log(max(x, FLOOR)) for x in p] for p in probabilities]
+
+    def loss(log_t: float) -> float:
+        inverse = math.exp(-log_t)
+        total = 0.0
+        for row, g in zip(logs, gold, strict=True):
+            scaled = [x * inverse for x in row]
+            top = max(scaled)
+            total += top + math.log(sum(math.exp(x - top) for x in scaled)) - scaled[g]
+        return total
+
+    low, high = math.log(T_RANGE[0]), math.log(T_RANGE[1])
+    a = high - _GOLDEN * (high - low)
+    b = low + _GOLDEN * (high - low)
+    fa, fb = loss(a), loss(b)
+    while high - low > 1e-6:
+        if fa <= fb:
+            high, b, fb = b, a, fa
+            a = high - _GOLDEN * (high - low)
+            fa = loss(a)
+        else:
+            low, a, fa = a, b, fb
+            b = low + _GOLDEN * (high - low)
+            fb = loss(b)
+    return math.exp((low + high) / 2)
+
+
+def fit_platt(probabilities: Sequence[Distribution], gold: Sequence[int]) -> tuple[float, float]:
+    """a and b minimising the NLL of sigmoid(a * logit(p_true) + b), where option 0 is true: Newton's
+    method on the two parameters, each step halved until the loss falls."""
+    z = [_logit(p[0]) for p in probabilities]
+    y = [1.0 if g == 0 else 0.0 for g in gold]
+
+    def loss(a: float, b: float) -> float:
+        return sum(_softplus(a * zi + b) - yi * (a * zi + b) for zi, yi in zip(z, y, strict=True))
+
+    a, b = 1.0, 0.0
+    current = loss(a, b)
+    for _ in range(100):
+        ga = gb = haa = hab = hbb = 0.0
+        for zi, yi in zip(z, y, strict=True):
+            q = _sigmoid(a * zi + b)
+            ga += (q - yi) * zi
+            gb += q - yi
+            w = q * (1 - q)
+            haa += w * zi * zi
+            hab += w * zi
+            hbb += w
+        # A small ridge keeps the step finite when the rows are separable.
+        haa += 1e-9
+        hbb += 1e-9
+        det = haa * hbb - hab * hab
+        if det <= 0:
+            break
+        da = (hbb * ga - hab * gb) / det
+        db = (haa * gb - hab * ga) / det
+        step = 1.0
+        while step > 1e-8:
+            trial = loss(a - step * da, b - step * db)
+            if trial <= current:
+                break
+            step /= 2
+        else:
+            break
+        a, b = a - step * da, b - step * db
+        improved = current - trial
+        current = trial
+        if improved < 1e-12 * max(1.0, current):
+            break
+    return a, b
+
+
+def fit(method: Method, probabilities: Sequence[Distribution], gold: Sequence[int]) -> Calibrator:
+    """The calibrator of ``method`` fit on these rows (the prior on their distributions alone)."""
+    if method == "identity":
+        return Calibrator()
+    if method == "temperature":
+        return Calibrator("temperature", fit_temperature(probabilities, gold))
+    if method == "platt":
+        return Calibrator("platt", platt=fit_platt(probabilities, gold))
+    prior = mean_prior(probabilities)
+    if method == "prior":
+        return Calibrator("prior", prior=prior)
+    corrected = [divided(p, prior) for p in probabilities]
+    return Calibrator("prior_temperature", fit_temperature(corrected, gold), prior)
+
+
+def fitted_nll(calibrator: Calibrator, probabilities: Sequence[Distribution], gold: Sequence[int]) -> float:
+    return nll([calibrator.apply(p) for p in probabilities], gold)
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, FLOOR), 1 - FLOOR)
+    return math.log(p / (1 - p))
+
+
+def _sigmoid(x: float) -> float:
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+def _softplus(x: float) -> float:
+    return max(x, 0.0) + math.log1p(math.exp(-abs(x)))

@@ -1,0 +1,150 @@
+"""`python -m jevper.evaluate LABELLED --questions Q.json --answers OUTPUT --out DIR [--fit]`.
+
+Writes ``DIR/metrics.json`` (every figure, versioned), ``DIR/report.html`` and, with ``--fit``,
+``DIR/calibration.json``. Exit status: 0 when written, 2 for bad usage or input (a typed error naming
+what was expected and what arrived; nothing written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from jevper import InvalidQuestionError, JevperError
+from jevper.evaluate._calibration import Binding, prompt_digest, write_atomically
+from jevper.evaluate._evaluation import DEFAULT_TARGET
+from jevper.evaluate._report import html
+from jevper.evaluate._run import evaluate_files, read_questions
+from jevper.evaluate._select import DEFAULT_FOLDS, DEFAULT_SEED
+
+PROG = "python -m jevper.evaluate"
+#: The flags a calibration is bound by, each the Binding field of its name.
+BINDING_FLAGS = ("server_kind", "server_release", "model", "method", "surface")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Score a batch's answers against labels: accuracy, calibration (ECE, Brier, NLL), "
+        "selective accuracy and position bias per question; with --fit, a calibration chosen by held-out "
+        "NLL.",
+    )
+    p.add_argument(
+        "labelled",
+        metavar="LABELLED",
+        type=Path,
+        help="a .parquet, .csv or .jsonl table: an id column and a gold column named after each question",
+    )
+    p.add_argument("--questions", required=True, type=Path, help="the questions file the batch was asked")
+    p.add_argument(
+        "--answers", required=True, type=Path, help="the batch's OUTPUT for these rows (any of its formats)"
+    )
+    p.add_argument("--out", required=True, type=Path, help="the folder metrics.json and the rest go to")
+    p.add_argument("--fit", action="store_true", help="fit a calibration per question: DIR/calibration.json")
+    p.add_argument("--folds", type=int, default=DEFAULT_FOLDS, help="k of the k-fold cross-validation")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="how the rows are dealt into folds")
+    p.add_argument(
+        "--target-accuracy",
+        type=float,
+        default=DEFAULT_TARGET,
+        help=f"the accuracy the selective threshold is sought for (default {DEFAULT_TARGET})",
+    )
+    p.add_argument("--id-column", default="id", help="the id column of both tables (default: id)")
+    p.add_argument(
+        "--rotated",
+        nargs=2,
+        action="append",
+        default=[],
+        type=Path,
+        metavar=("QUESTIONS", "ANSWERS"),
+        help="the same rows asked with a choice's options rotated: its questions file and the batch's "
+        "output; repeat per rotation (gives the position bias)",
+    )
+    binding = p.add_argument_group(
+        "what the answers came from (required with --fit; the calibration is bound to it)"
+    )
+    for name in BINDING_FLAGS:
+        binding.add_argument("--" + name.replace("_", "-"), dest=name)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return _main(args)
+    except JevperError as bad:  # each says what was expected and what arrived
+        print(f"{PROG}: {bad}", file=sys.stderr)
+        return 2
+
+
+def _main(args: argparse.Namespace) -> int:
+    if args.folds < 2:
+        raise InvalidQuestionError(f"--folds: expected 2 or more, got {args.folds}")
+    if not 0 < args.target_accuracy <= 1:
+        raise InvalidQuestionError(
+            f"--target-accuracy: expected a share in (0, 1], got {args.target_accuracy}"
+        )
+    binding = None
+    if args.fit:
+        missing = ["--" + n.replace("_", "-") for n in BINDING_FLAGS if not getattr(args, n)]
+        if missing:
+            raise InvalidQuestionError(
+                f"--fit: expected what the answers came from, to bind the calibration to; missing {missing}"
+            )
+        given, _ = read_questions(args.questions)
+        binding = Binding(**{n: getattr(args, n) for n in BINDING_FLAGS}, prompt_digest=prompt_digest(given))
+    if args.out.exists() and not args.out.is_dir():
+        raise InvalidQuestionError(f"--out {args.out}: expected a folder, got a file")
+    evaluation = evaluate_files(
+        args.labelled,
+        args.questions,
+        args.answers,
+        id_column=args.id_column,
+        rotated=[(q, a) for q, a in args.rotated],
+        fit=args.fit,
+        folds=args.folds,
+        seed=args.seed,
+        target=args.target_accuracy,
+    )
+    source: dict[str, Any] = {
+        "labelled": str(args.labelled),
+        "questions": str(args.questions),
+        "answers": str(args.answers),
+    }
+    if binding is not None:
+        source["bound_to"] = asdict(binding)
+    metrics = evaluation.to_json(source)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_atomically(args.out / "metrics.json", json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+    write_atomically(args.out / "report.html", html(metrics))
+    if binding is not None:
+        evaluation.calibration(binding).save(args.out / "calibration.json")
+    for qid, q in metrics["questions"].items():
+        print(_line(qid, q), flush=True)
+    written = ["metrics.json", "report.html"] + (["calibration.json"] if binding else [])
+    print(f"{PROG}: wrote {', '.join(written)} to {args.out}", flush=True)
+    return 0
+
+
+def _line(qid: str, q: dict[str, object]) -> str:
+    before = q["before"]
+    assert isinstance(before, dict)
+    ece = before["ece"]["equal_width"]["value"]
+    said = f"{qid}: n={before['n']} accuracy {_f(before['accuracy'])} ECE {_f(ece)}"
+    after = q.get("after")
+    if isinstance(after, dict):
+        calibration = q.get("calibration")
+        method = calibration.get("method") if isinstance(calibration, dict) else None
+        said += (
+            f" -> held out {_f(after['accuracy'])}, ECE {_f(after['ece']['equal_width']['value'])} ({method})"
+        )
+    return said
+
+
+def _f(value: object) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else "-"

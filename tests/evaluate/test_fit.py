@@ -1,0 +1,110 @@
+"""The calibration fits recover what synthetic data was made with, and their choice is held out."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from jevper.evaluate import Calibrator, accuracy, fit, fit_platt, fit_temperature, mean_prior, reliability
+from jevper.evaluate._select import choose, folds, held_out
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def drawn(p: np.ndarray, rng: np.random.Generator) -> list[int]:
+    return [int(rng.choice(p.shape[1], p=row)) for row in p]
+
+
+def rows_of(p: np.ndarray) -> list[tuple[float, ...]]:
+    return [tuple(float(x) for x in row) for row in p]
+
+
+@pytest.mark.parametrize("t0", [0.5, 2.0, 3.0])
+def test_the_temperature_fit_recovers_the_temperature_the_labels_were_drawn_at(t0: float) -> None:
+    rng = np.random.default_rng(int(t0 * 10))
+    logits = rng.normal(scale=2.5, size=(4000, 4))
+    gold = drawn(softmax(logits / t0), rng)
+    found = fit_temperature(rows_of(softmax(logits)), gold)
+    assert abs(found - t0) < 0.12 * t0
+
+
+def test_platt_scaling_recovers_the_slope_and_offset_roughly() -> None:
+    rng = np.random.default_rng(7)
+    z = rng.normal(scale=2.0, size=5000)
+    said = 1 / (1 + np.exp(-z))
+    truth = 1 / (1 + np.exp(-(0.6 * z + 0.8)))
+    gold = [0 if rng.random() < t else 1 for t in truth]  # option 0 is "true"
+    a, b = fit_platt([(float(p), float(1 - p)) for p in said], gold)
+    assert a == pytest.approx(0.6, abs=0.08)
+    assert b == pytest.approx(0.8, abs=0.12)
+
+
+def leaning(seed: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """True distributions, the model's pulled towards the first positions, and gold drawn from the truth."""
+    rng = np.random.default_rng(seed)
+    truth = rng.dirichlet(np.full(4, 0.5), size=3000)
+    said = truth * LEAN
+    said /= said.sum(axis=1, keepdims=True)
+    return truth, said, drawn(truth, rng)
+
+
+LEAN = np.array([0.55, 0.25, 0.12, 0.08])
+
+
+def test_a_content_free_prior_removes_a_known_position_prior_exactly() -> None:
+    truth, said, _ = leaning(11)
+    calibrator = Calibrator("prior", prior=tuple(float(x) for x in LEAN))
+    assert np.allclose([calibrator.apply(p) for p in rows_of(said)], truth)
+
+
+def test_the_batch_mean_prior_removes_most_of_a_known_position_prior_without_labels() -> None:
+    _, said, gold = leaning(12)
+    before = rows_of(said)
+    calibrator = fit("prior", before, [0] * len(before))  # labels unused: any will do
+    after = [calibrator.apply(p) for p in before]
+    shares_before = np.bincount([int(np.argmax(p)) for p in before], minlength=4) / len(before)
+    shares_after = np.bincount([int(np.argmax(p)) for p in after], minlength=4) / len(after)
+    # The mean of the pulled distributions under-states the pull, so some of it stays.
+    assert np.abs(shares_after - 0.25).max() < 0.4 * np.abs(shares_before - 0.25).max()
+    assert accuracy(after, gold) > accuracy(before, gold) + 0.03
+    assert max(mean_prior(before)) == mean_prior(before)[0]
+
+
+@pytest.mark.parametrize("method", ["identity", "temperature", "prior", "prior_temperature", "platt"])
+def test_every_calibrated_distribution_sums_to_one(method: str) -> None:
+    rng = np.random.default_rng(3)
+    classes = 2 if method == "platt" else 5
+    p = softmax(rng.normal(scale=3, size=(200, classes)))
+    p[0, 0], p[0, 1:] = 1.0, 0.0  # an option given no mass at all
+    gold = drawn(softmax(rng.normal(size=(200, classes))), rng)
+    calibrator = fit(method, rows_of(p), gold)  # type: ignore[arg-type]
+    for row in rows_of(p):
+        out = calibrator.apply(row)
+        assert math.fsum(out) == pytest.approx(1.0, abs=1e-12)
+        assert all(0.0 <= x <= 1.0 for x in out)
+    assert Calibrator.of_json(calibrator.to_json()) == calibrator
+
+
+def test_the_folds_cover_every_row_once_and_repeat_for_a_seed() -> None:
+    dealt = folds(23, 5, seed=4)
+    assert sorted(i for fold in dealt for i in fold) == list(range(23))
+    assert dealt == folds(23, 5, seed=4) != folds(23, 5, seed=5)
+
+
+def test_an_overconfident_model_gets_a_temperature_and_a_lower_held_out_ece() -> None:
+    rng = np.random.default_rng(21)
+    logits = rng.normal(scale=3.0, size=(300, 4))
+    gold = drawn(softmax(logits / 2.5), rng)
+    said = rows_of(softmax(logits))
+    methods = ("identity", "temperature", "prior", "prior_temperature")
+    chosen = choose(methods, said, gold)
+    assert chosen.method in ("temperature", "prior_temperature")
+    assert chosen.scores[chosen.method] < chosen.scores["identity"]
+    predicted, per_fold = held_out(methods, said, gold)
+    assert len(per_fold) == 5
+    assert reliability(predicted, gold).ece < reliability(said, gold).ece / 2
