@@ -319,6 +319,8 @@ class Gateway:
     async def _answer(self, body: Body) -> Response:
         try:
             asked = parse(body.json)
+        except Refusal as refused:
+            return refused.response()
         except Invalid as bad:
             return invalid(bad.problems)
         if asked.images or body.assets:

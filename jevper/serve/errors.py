@@ -8,10 +8,12 @@ shows ``detail.message`` in its exception); validation is a 422 whose ``detail``
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from starlette.responses import JSONResponse
 
-from jevper.serve.validation import Problem
+if TYPE_CHECKING:
+    from jevper.serve.validation import Problem
 
 
 def error(status: int, kind: str, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:

@@ -13,6 +13,7 @@ from typing import Any
 
 from jevper import InvalidQuestionError
 from jevper.questions import Question, as_question
+from jevper.serve.errors import Refusal
 
 
 @dataclass(frozen=True)
@@ -39,12 +40,23 @@ class Asked:
     images: bool  # the request carries images, which no upstream here reads
 
 
+#: Arrays and objects within one another, the body itself counted: a state or a question nested deeper
+#: would reach Python's recursion limit somewhere between here and the upstream request.
+MAX_DEPTH = 64
+
+
 def parse(raw: bytes) -> Asked:
-    """The request's state and questions, or Invalid listing every problem found."""
+    """The request's state and questions, or Invalid listing every problem found (a Refusal, 400, for
+    a body nested deeper than MAX_DEPTH)."""
     try:
         body = json.loads(raw)
+    except RecursionError:
+        raise _too_deep("more") from None
     except ValueError as exc:
         raise Invalid([Problem((), f"expected a JSON object, got a body that is not JSON ({exc})")]) from None
+    deepest = depth(body)
+    if deepest > MAX_DEPTH:
+        raise _too_deep(str(deepest))
     if not isinstance(body, Mapping):
         raise Invalid([Problem((), f"expected a JSON object, got {type(body).__name__}")])
     problems: list[Problem] = []
@@ -70,3 +82,30 @@ def parse(raw: bytes) -> Asked:
     if problems:
         raise Invalid(problems)
     return Asked(body["state"], parsed, bool(body.get("images")) or bool(body.get("assets")))
+
+
+def depth(value: Any) -> int:
+    """How many arrays and objects ``value`` holds within one another (itself counted), found without
+    recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def _too_deep(got: str) -> Refusal:
+    return Refusal(
+        400,
+        "invalid_request_error",
+        f"expected a JSON body nested at most {MAX_DEPTH} deep (arrays and objects within one another), "
+        f"got {got} levels; send the state flatter, e.g. as text",
+    )

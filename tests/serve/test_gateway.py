@@ -507,3 +507,19 @@ def test_a_request_counts_as_in_flight_only_once_its_body_has_been_read(upstream
     slow, *fast = _post_slowly(config, pause=1.5, fast=2)
     assert [r.status_code for r in fast] == [200, 200], [r.text for r in fast]
     assert slow.status_code == 200, slow.text
+
+
+@pytest.mark.parametrize("depth", [150, 900, 100_000])
+@pytest.mark.parametrize("where", ["state", "criteria"])
+def test_a_body_nested_too_deep_is_a_400_that_says_so_never_a_500(
+    app: TestClient, depth: int, where: str
+) -> None:
+    deep = "[" * depth + "]" * depth
+    criteria = f'{{"a": {deep}, "b": null}}' if where == "criteria" else '{"a": null, "b": null}'
+    state = deep if where == "state" else '"x"'
+    raw = f'{{"state": {state}, "questions": {{"q": {{"type": "choice", "criteria": {criteria}}}}}}}'
+    reply = app.post("/v1/systemone", content=raw.encode(), headers=AUTH)
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["detail"]
+    assert error["error_type"] == "invalid_request_error"
+    assert "nested at most 64 deep" in error["message"]
