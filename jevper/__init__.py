@@ -1,6 +1,7 @@
 """jevper: typed questions answered with a real probability distribution from any OpenAI-style server."""
 
 from jevper._errors import (
+    ConfigError,
     IncompleteAnswerError,
     InvalidQuestionError,
     JevperError,
@@ -27,6 +28,7 @@ __all__ = [
     "AsyncSystemOneClient",
     "Choice",
     "ChoiceAnswer",
+    "ConfigError",
     "Example",
     "IncompleteAnswerError",
     "InvalidQuestionError",

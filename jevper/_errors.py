@@ -3,6 +3,8 @@
 Every error the library raises on purpose is a ``JevperError``; the tree is shallow on purpose::
 
     JevperError
+     ├── ConfigError             a setting of the run (a server, a file, a command-line option) cannot
+     │                           work as given; nothing was asked yet
      ├── InvalidQuestionError    the question, or a setting it is asked with, cannot be sent as given
      ├── LabelReadoutError       the model answered prose where a label was asked for (after one retry),
      │                           or the server returned no distribution to read a label from
@@ -19,6 +21,7 @@ from __future__ import annotations
 from typing import TypeAlias
 
 __all__ = [
+    "ConfigError",
     "IncompleteAnswerError",
     "InvalidQuestionError",
     "JevperError",
@@ -30,6 +33,14 @@ __all__ = [
 
 class JevperError(Exception):
     """The root of every error jevper raises on purpose."""
+
+
+class ConfigError(JevperError, ValueError):
+    """A setting of the run cannot work as given: a server (its URL, model, slots or key), an input or
+    output file, a resumed run's settings, or a command-line option. The message names the setting.
+
+    Not an ``InvalidQuestionError``: the questions may be fine; what is around them is not.
+    """
 
 
 #: Where a problem sits in a System One request, as its 422 names it: ``("questions", "route", "criteria")``.

@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
-from jevper._errors import InvalidQuestionError, ProviderError
+from jevper._errors import ConfigError, ProviderError
 from jevper.async_client import AsyncSystemOneClient
 
 __all__ = ["Lease", "NoUpstreamError", "Upstream", "UpstreamStatus", "Upstreams", "blame", "server_failure"]
@@ -52,15 +52,13 @@ class Upstream:
 
     def __post_init__(self) -> None:
         if not isinstance(self.base_url, str) or not self.base_url.startswith(("http://", "https://")):
-            raise InvalidQuestionError(
+            raise ConfigError(
                 f"server base_url: expected an http:// or https:// URL ending in /v1, got {self.base_url!r}"
             )
         if not isinstance(self.model, str) or not self.model:
-            raise InvalidQuestionError(
-                f"server {self.base_url}: expected the model id it serves, got {self.model!r}"
-            )
+            raise ConfigError(f"server {self.base_url}: expected the model id it serves, got {self.model!r}")
         if isinstance(self.slots, bool) or not isinstance(self.slots, int) or self.slots < 1:
-            raise InvalidQuestionError(
+            raise ConfigError(
                 f"server {self.base_url}: expected slots to be an integer of at least 1, got {self.slots!r}"
             )
 
@@ -181,9 +179,7 @@ class Upstreams:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not upstreams:
-            raise InvalidQuestionError(
-                "servers: expected at least one server (a base URL and its model), got none"
-            )
+            raise ConfigError("servers: expected at least one server (a base URL and its model), got none")
         self._servers = [_Server(spec, connect(spec)) for spec in upstreams]
         self._cool_down, self._max_cool_down = cool_down, max_cool_down
         self._give_up_after = give_up_after

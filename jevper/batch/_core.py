@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from jevper import AsyncSystemOneClient, InvalidQuestionError, __version__
+from jevper import AsyncSystemOneClient, ConfigError, InvalidQuestionError, __version__
 from jevper._upstreams import Upstream, Upstreams, blame
 from jevper.batch._http import HTTPClient
 from jevper.batch._schema import RESERVED, Row, result_columns, result_fields
@@ -45,10 +45,10 @@ def as_server(spec: ServerSpec) -> Upstream:
         try:
             return Upstream(**spec)
         except TypeError as exc:
-            raise InvalidQuestionError(
+            raise ConfigError(
                 f"servers: expected base_url, model and optionally slots and api_key, got {sorted(spec)}"
             ) from exc
-    raise InvalidQuestionError(
+    raise ConfigError(
         f"servers: expected a Server or a mapping with base_url and model, got {type(spec).__name__}"
     )
 
@@ -92,9 +92,7 @@ class BatchClassifier:
         self.questions = as_questions(questions)
         self._asked = dict(self.questions)
         if isinstance(servers, str | Mapping | Upstream) or not servers:
-            raise InvalidQuestionError(
-                f"servers: expected a list of one or more servers, got {servers!r:.80}"
-            )
+            raise ConfigError(f"servers: expected a list of one or more servers, got {servers!r:.80}")
         self.servers = tuple(as_server(s) for s in servers)
         self.id_column, self.state_column = id_column, state_column
         self.keep_columns = keep_columns if isinstance(keep_columns, bool) else tuple(keep_columns)
@@ -107,9 +105,9 @@ class BatchClassifier:
         if concurrency is not None and (
             isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
         ):
-            raise InvalidQuestionError(f"concurrency: expected a positive integer, got {concurrency!r}")
+            raise ConfigError(f"concurrency: expected a positive integer, got {concurrency!r}")
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise InvalidQuestionError(f"max_retries: expected an integer of at least 0, got {max_retries!r}")
+            raise ConfigError(f"max_retries: expected an integer of at least 0, got {max_retries!r}")
         self.concurrency = concurrency or sum(s.slots for s in self.servers)
         self.max_retries = max_retries
         self.client_options: dict[str, Any] = {
@@ -154,14 +152,14 @@ class BatchClassifier:
         names = schema.names
         for role, name in (("id", self.id_column), ("state", self.state_column)):
             if name not in names:
-                raise InvalidQuestionError(
+                raise ConfigError(
                     f"{role}_column: expected a column {name!r} holding each row's {role}, got columns "
                     f"{names}; pass {role}_column= (--{role}-column) naming one of them"
                 )
         if not isinstance(self.keep_columns, bool):
             missing = [n for n in self.keep_columns if n not in names]
             if missing:
-                raise InvalidQuestionError(
+                raise ConfigError(
                     f"keep_columns: expected columns of the input, got {missing} (the input has {names})"
                 )
             kept = set(self.keep_columns)
@@ -169,7 +167,7 @@ class BatchClassifier:
             kept = set(names) if self.keep_columns else set()
         clash = sorted(kept & ({qid for qid, _ in self.questions} | set(RESERVED)))
         if clash:
-            raise InvalidQuestionError(
+            raise ConfigError(
                 f"keep_columns: expected kept columns to differ from the output's own columns (the question "
                 f"ids, 'error', 'usage'), got {clash} in both; rename them or keep fewer columns"
             )

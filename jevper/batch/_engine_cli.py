@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from jevper import InvalidQuestionError
+from jevper import ConfigError
 from jevper._upstreams import Upstream
 from jevper.batch._files import Writer, format_of, install
 from jevper.batch._local import Tally
@@ -47,12 +47,12 @@ def run_engine(
     """Classify ``source`` into ``output`` on ``engine``; the tally of what OUTPUT holds."""
     parts, checkpoint = folders(output, engine)
     if engine == "spark" and resume:
-        raise InvalidQuestionError(
+        raise ConfigError(
             "--resume: expected --engine local or ray, got spark; Spark retries a failed task itself "
             "and keeps nothing of a stopped job: run again without --resume"
         )
     if parts.exists() and not resume:
-        raise InvalidQuestionError(
+        raise ConfigError(
             f"OUTPUT {output}: expected no parts of an earlier run, got {parts}; pass --resume to "
             "finish that run (ray), or remove the folder"
         )
@@ -90,7 +90,7 @@ def _join(parts: Path, output: Path, tally: Tally) -> None:
     """The parts, one after another, into OUTPUT in its format, renamed into place when whole."""
     files = sorted(p for p in parts.rglob("*.parquet") if not p.name.startswith((".", "_")))
     if not files:
-        raise InvalidQuestionError(f"INPUT: expected rows, got none written to {parts}")
+        raise ConfigError(f"INPUT: expected rows, got none written to {parts}")
     schema = pq.read_schema(files[0])
     partial = output.with_name(output.name + ".partial")
     writer = Writer(partial, schema, format_of(output, "OUTPUT"))

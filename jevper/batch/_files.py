@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
-from jevper import InvalidQuestionError
+from jevper import ConfigError
 from jevper.batch._schema import flattened
 
 Format = Literal["parquet", "csv", "jsonl"]
@@ -37,14 +37,14 @@ SUFFIXES: dict[str, Format] = {
 _CHUNK = 8192
 
 
-class InputError(InvalidQuestionError):
+class InputError(ConfigError):
     """The input file cannot be read as the table it should be; says which file, where and why."""
 
 
 def format_of(path: Path, role: str) -> Format:
     found = SUFFIXES.get(path.suffix.lower())
     if found is None:
-        raise InvalidQuestionError(
+        raise ConfigError(
             f"{role} {path}: expected a file ending in {', '.join(SUFFIXES)}, "
             f"got {path.suffix or 'no suffix'!r}"
         )
@@ -85,13 +85,13 @@ class Input:
         """Every id present, an integer or a string, and none twice; the rows counted."""
         schema = self.schema()
         if id_column not in schema.names:
-            raise InvalidQuestionError(
+            raise ConfigError(
                 f"id_column: expected a column {id_column!r} holding each row's id, got columns "
                 f"{schema.names}; pass --id-column naming one of them"
             )
         kind = schema.field(id_column).type
         if not (pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)):
-            raise InvalidQuestionError(
+            raise ConfigError(
                 f"id_column {id_column!r}: expected integers or strings, got {kind}; give each row an id"
             )
         rows = 0
@@ -101,7 +101,7 @@ class Input:
             column = batch.column(0)
             if column.null_count:
                 first = rows + pc.index(pc.is_null(column), True).as_py()
-                raise InvalidQuestionError(
+                raise ConfigError(
                     f"id_column {id_column!r}: expected an id on every row, got none on row {first}"
                 )
             rows += len(column)
@@ -125,7 +125,7 @@ class Input:
         twice = pc.filter(counts, pc.greater(counts.field("counts"), 1))
         if len(twice):
             shown = [v.as_py() for v in twice.field("values")[:5]]
-            raise InvalidQuestionError(
+            raise ConfigError(
                 f"id_column {id_column!r}: expected every id once, got {len(twice)} id(s) more than once, "
                 f"e.g. {shown}; the output is keyed by id"
             )

@@ -31,14 +31,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from jevper import InvalidQuestionError
+from jevper import ConfigError
 from jevper.batch._files import Format, Writer, install
 from jevper.batch._schema import Row
 
 MANIFEST_VERSION = 1
 
 
-class JournalError(InvalidQuestionError):
+class JournalError(ConfigError):
     """A journal is damaged before its end (not merely torn at it); names the file and the record."""
 
 
@@ -71,13 +71,13 @@ class Parts:
                     f"{_label(k)} {_shown(earlier.get(k))}, this one asks {_shown(manifest.get(k))}"
                     for k in changed
                 )
-                raise InvalidQuestionError(
+                raise ConfigError(
                     f"--resume: the run in {self.output} was made with {made}; run with the earlier "
                     f"settings, or remove {self.folder} to start over"
                 )
             return
         if self.folder.exists() and not resume:
-            raise InvalidQuestionError(
+            raise ConfigError(
                 f"OUTPUT {self.output}: an unfinished run left {self.folder}; pass --resume to finish it, or "
                 "remove the folder to start over"
             )

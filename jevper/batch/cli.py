@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from jevper import InvalidQuestionError
+from jevper import ConfigError, InvalidQuestionError
 from jevper.batch._core import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, BatchClassifier, Server, as_questions
 from jevper.batch._engine_cli import ENGINES, run_engine
 from jevper.batch._files import Input, format_of
@@ -114,11 +114,9 @@ def questions_of(path: Path) -> dict[str, Any]:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise InvalidQuestionError(
-            f"--questions {path}: expected a readable file, got {exc.strerror}"
-        ) from None
+        raise ConfigError(f"--questions {path}: expected a readable file, got {exc.strerror}") from None
     except ValueError as exc:
-        raise InvalidQuestionError(f"--questions {path}: expected JSON, got {exc}") from None
+        raise ConfigError(f"--questions {path}: expected JSON, got {exc}") from None
     asked = value.get("questions") if isinstance(value, dict) and "questions" in value else value
     where = "questions" if asked is not value else "(top level)"
     if not isinstance(asked, dict) or not asked:
@@ -138,18 +136,18 @@ def questions_of(path: Path) -> dict[str, Any]:
 def servers_of(args: argparse.Namespace, spawned: tuple[str, str] | None) -> list[Server]:
     urls = list(args.server) + ([spawned[0]] if spawned else [])
     if not urls:
-        raise InvalidQuestionError("--server: expected at least one server's base URL (or --spawn), got none")
+        raise ConfigError("--server: expected at least one server's base URL (or --spawn), got none")
     models = list(args.model) or ([spawned[1]] if spawned else [])
     if spawned and len(models) == len(args.server):
         models.append(spawned[1])
     if len(models) not in (1, len(urls)):
-        raise InvalidQuestionError(
+        raise ConfigError(
             f"--model: expected one model for every server or one per --server ({len(urls)}), "
             f"got {len(models)}"
         )
     slots = list(args.slots) or [DEFAULT_SLOTS]
     if len(slots) not in (1, len(urls)):
-        raise InvalidQuestionError(
+        raise ConfigError(
             f"--slots: expected one count for every server or one per --server ({len(urls)}), "
             f"got {len(slots)}"
         )
@@ -178,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with outliving_reader():
         try:
             return _main(args)
-        except InvalidQuestionError as bad:
+        except (ConfigError, InvalidQuestionError) as bad:
             print(f"{PROG}: {bad}", file=sys.stderr)
             return 2
 
@@ -192,7 +190,7 @@ def _main(args: argparse.Namespace) -> int:
             print(f"{PROG}: OUTPUT {args.output} is complete; nothing to resume", flush=True)
             return 0
         if not args.resume:
-            raise InvalidQuestionError(
+            raise ConfigError(
                 f"OUTPUT {args.output}: expected a path with no file yet, got an existing file; it is never "
                 "overwritten: remove it or name another OUTPUT"
             )
@@ -219,9 +217,7 @@ def _main(args: argparse.Namespace) -> int:
             if args.engine != "local":
                 return _on_engine(args, asked, classifier)
             if args.batch_rows < 1:
-                raise InvalidQuestionError(
-                    f"--batch-rows: expected a positive integer, got {args.batch_rows}"
-                )
+                raise ConfigError(f"--batch-rows: expected a positive integer, got {args.batch_rows}")
             return asyncio.run(_run(args, classifier, source, checked.rows))
     except SpawnError as failed:
         print(f"{PROG}: --spawn: {failed}", file=sys.stderr)

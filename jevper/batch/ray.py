@@ -20,7 +20,7 @@ import ray
 import ray.data
 from ray.data.checkpoint import CheckpointConfig
 
-from jevper import InvalidQuestionError
+from jevper import ConfigError
 from jevper.batch._core import BatchClassifier, ServerSpec
 from jevper.batch._share import shared
 
@@ -79,7 +79,7 @@ def classify_dataset(
     shared between them (``shared``); ``batches_per_actor`` batches are in flight in each actor, so one
     batch's last rows do not leave its slots idle. ``options`` are ``BatchClassifier``'s."""
     if isinstance(actors, bool) or not isinstance(actors, int) or actors < 1:
-        raise InvalidQuestionError(f"actors: expected a positive integer, got {actors!r}")
+        raise ConfigError(f"actors: expected a positive integer, got {actors!r}")
     specs = shared(servers, actors)
     # Checked here, before any actor starts: the questions, the servers, the options, the columns.
     classifier = BatchClassifier(questions, specs, **options)
@@ -147,7 +147,7 @@ def _reader(source: Path) -> Any:
         suffix = found.pop() if len(found) == 1 else ""
     kind = _FORMATS.get(suffix)
     if kind is None:
-        raise InvalidQuestionError(
+        raise ConfigError(
             f"input {source}: expected a .parquet, .jsonl or .csv file (or a folder of one kind), got "
             f"{source.name!r}"
         )

@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
-from jevper import InvalidQuestionError
+from jevper import ConfigError
 from jevper.batch._core import BatchClassifier, ServerSpec
 from jevper.batch._share import shared
 
@@ -73,7 +73,7 @@ def classify_dataframe(
     if tasks is None:
         tasks = frame.sparkSession.sparkContext.defaultParallelism
     if isinstance(tasks, bool) or not isinstance(tasks, int) or tasks < 1:
-        raise InvalidQuestionError(f"tasks: expected a positive integer, got {tasks!r}")
+        raise ConfigError(f"tasks: expected a positive integer, got {tasks!r}")
     specs = shared(servers, tasks)
     # Checked on the driver, before any task runs: questions, servers, options and columns.
     classifier = BatchClassifier(questions, specs, **options)

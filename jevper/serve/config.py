@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from jevper._errors import ConfigError as ConfigError  # re-exported for the gateway's modules
 from jevper._wire import PROMPT_RECORDS, prompt_record
 
 DEFAULT_PORT = 8090
@@ -31,10 +32,6 @@ FLAGS = {
 }
 #: The methods that read a label's probability from logprobs, which some surfaces (Messages) do not carry.
 LOGPROB_METHODS = ("logprobs", "grammar")
-
-
-class ConfigError(ValueError):
-    """The gateway cannot run with these settings; the message names the flags and what to change."""
 
 
 @dataclass(frozen=True)

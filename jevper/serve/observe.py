@@ -131,8 +131,17 @@ class Observed:
             route = path if path in self.routes else "other"
             self.metrics.requests.labels(route, str(status)).inc()
             self.metrics.latency.labels(route).observe(seconds)
-            log.info("%s %s %d in %.0f ms", scope["method"], path[:200], status, seconds * 1000)
+            log.info("%s %s %d in %.0f ms", scope["method"], escaped(path[:200]), status, seconds * 1000)
             request_id.reset(token)
+
+
+#: Characters a log line must not carry raw: a newline could forge a line, an escape sequence a terminal.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def escaped(text: str) -> str:
+    """``text`` with its control characters written as ``\\n``, ``\\r``, ``\\t`` or ``\\xNN``."""
+    return _CONTROL.sub(lambda found: repr(found.group())[1:-1], text)
 
 
 def shown(url: str) -> str:

@@ -294,7 +294,7 @@ def test_a_parquet_input_keeps_its_column_types_in_the_output(
     ],
 )
 def test_ids_are_checked_once_in_any_order_before_the_run(tmp_path: Path, ids: list[Any], twice: Any) -> None:
-    from jevper import InvalidQuestionError
+    from jevper import ConfigError
     from jevper.batch._files import Input
 
     pq.write_table(pa.table({"id": ids, "state": ["x"] * len(ids)}), tmp_path / "in.parquet")
@@ -302,7 +302,7 @@ def test_ids_are_checked_once_in_any_order_before_the_run(tmp_path: Path, ids: l
     if twice is None:
         assert source.check("id").rows == len(ids)
         return
-    with pytest.raises(InvalidQuestionError, match=f"more than once, e.g. \\[{twice!r}\\]"):
+    with pytest.raises(ConfigError, match=f"more than once, e.g. \\[{twice!r}\\]"):
         source.check("id")
 
 

@@ -13,7 +13,7 @@ import pytest
 from _batch_data import QUESTIONS, posts
 from openai import AsyncOpenAI
 
-from jevper import AsyncSystemOneClient, InvalidQuestionError
+from jevper import AsyncSystemOneClient, ConfigError, InvalidQuestionError
 from jevper.batch import BatchClassifier, Server
 from jevper.batch._http import HTTPClient
 from jevper.testing.faults import FaultServer, Script, running
@@ -150,33 +150,61 @@ def test_a_batch_without_the_columns_asked_for_is_refused_before_any_request(
 ) -> None:
     before = posts(faults)
     batcher = classifier(faults, **options)
-    with pytest.raises(InvalidQuestionError, match=said.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(ConfigError, match=said.replace("[", r"\[").replace("]", r"\]")):
         batcher.classify_sync(pa.record_batch(columns))
     batcher.close()
     assert posts(faults) == before
 
 
 @pytest.mark.parametrize(
-    ("questions", "servers", "options", "said"),
+    ("questions", "servers", "options", "error", "said"),
     [
-        ({}, [Server("http://127.0.0.1:9/v1", "m")], {}, "questions: expected a non-empty mapping"),
+        (
+            {},
+            [Server("http://127.0.0.1:9/v1", "m")],
+            {},
+            InvalidQuestionError,
+            "questions: expected a non-empty",
+        ),
         (
             {"q": {"type": "choise"}},
             [Server("http://127.0.0.1:9/v1", "m")],
             {},
+            InvalidQuestionError,
             "expected 'type' to be one of",
         ),
-        (QUESTIONS, [], {}, "servers: expected a list of one or more servers"),
-        (QUESTIONS, [{"base_url": "127.0.0.1:9", "model": "m"}], {}, "expected an http:// or https:// URL"),
-        (QUESTIONS, [Server("http://127.0.0.1:9/v1", "m")], {"api": "grpc"}, "api: expected one of"),
-        ({"error": QUESTIONS["urgent"]}, [Server("http://127.0.0.1:9/v1", "m")], {}, "name output columns"),
+        (QUESTIONS, [], {}, ConfigError, "servers: expected a list of one or more servers"),
+        (
+            QUESTIONS,
+            [{"base_url": "127.0.0.1:9", "model": "m"}],
+            {},
+            ConfigError,
+            "expected an http:// or https:// URL",
+        ),
+        (
+            QUESTIONS,
+            [Server("http://127.0.0.1:9/v1", "m")],
+            {"api": "grpc"},
+            InvalidQuestionError,
+            "api: expected one of",
+        ),
+        (
+            {"error": QUESTIONS["urgent"]},
+            [Server("http://127.0.0.1:9/v1", "m")],
+            {},
+            InvalidQuestionError,
+            "name output columns",
+        ),
+        (QUESTIONS, [Server("http://127.0.0.1:9/v1", "m")], {"concurrency": 0}, ConfigError, "concurrency"),
     ],
 )
 def test_bad_settings_are_refused_when_the_classifier_is_made(
-    questions: Any, servers: Any, options: dict[str, Any], said: str
+    questions: Any, servers: Any, options: dict[str, Any], error: type[Exception], said: str
 ) -> None:
-    with pytest.raises(InvalidQuestionError, match=said):
+    with pytest.raises(error, match=said) as refused:
         BatchClassifier(questions, servers, **options)
+    # A server or a setting of the run is not a wrong question, nor the other way round.
+    assert isinstance(refused.value, ConfigError) == (error is ConfigError)
 
 
 def test_a_classifier_pickles_before_and_after_use_and_answers_after_unpickling(faults: FaultServer) -> None:

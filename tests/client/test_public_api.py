@@ -11,6 +11,7 @@ PUBLIC = {
     "AsyncSystemOneClient",
     "Choice",
     "ChoiceAnswer",
+    "ConfigError",
     "Example",
     "IncompleteAnswerError",
     "InvalidQuestionError",
@@ -39,15 +40,24 @@ def test_the_public_names_are_exactly_the_documented_ones_and_sorted() -> None:
 
 def test_every_public_error_is_a_jevper_error() -> None:
     errors = [getattr(jevper, n) for n in jevper.__all__ if n.endswith("Error")]
-    assert len(errors) == 6
+    assert "ConfigError" in jevper.__all__ and "ProviderError" in jevper.__all__
     assert all(issubclass(e, JevperError) for e in errors)
 
 
 def test_the_error_tree_is_drawn_in_the_errors_module_docstring() -> None:
     from jevper import _errors
 
-    for name in ("JevperError", "InvalidQuestionError", "LabelReadoutError", "ProviderError"):
-        assert name in (_errors.__doc__ or "")
+    for name in (n for n in jevper.__all__ if n.endswith("Error")):
+        assert name in (_errors.__doc__ or "").split()
+
+
+def test_a_bad_setting_of_the_run_is_a_config_error_and_not_a_wrong_question() -> None:
+    from jevper._upstreams import Upstream
+
+    with pytest.raises(jevper.ConfigError, match="expected the model id it serves") as refused:
+        Upstream("http://127.0.0.1:1/v1", "")
+    assert not isinstance(refused.value, InvalidQuestionError)
+    assert isinstance(refused.value, ValueError)
 
 
 @pytest.mark.parametrize(

@@ -523,3 +523,14 @@ def test_a_body_nested_too_deep_is_a_400_that_says_so_never_a_500(
     error = reply.json()["detail"]
     assert error["error_type"] == "invalid_request_error"
     assert "nested at most 64 deep" in error["message"]
+
+
+def test_control_characters_of_a_path_reach_the_log_escaped(
+    app: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="jevper.serve"):
+        reply = app.get("/v1/x%0a2026-12-03 INFO jevper.serve [-] POST /v1/systemone 200%0d%1b[2J%7f")
+    assert reply.status_code == 404
+    [line] = [r.getMessage() for r in caplog.records if "/v1/x" in r.getMessage()]
+    assert not any(ord(c) < 0x20 or ord(c) == 0x7F for c in line), repr(line)
+    assert "/v1/x\\n2026-12-03 INFO" in line and "200\\r\\x1b[2J\\x7f 404" in line
