@@ -86,7 +86,21 @@ def test_an_api_key_is_taken_as_a_bearer_token_or_x_api_key(app: TestClient) -> 
     assert app.post("/v1/systemone", json=VALID, headers={"x-api-key": KEY}).status_code == 200
 
 
-@pytest.mark.parametrize("headers", [{}, {"authorization": "Bearer wrong"}, {"x-api-key": KEY[:-1]}])
+#: A wrong key as long as the right one: a comparison of lengths alone would let it in.
+SAME_LENGTH = KEY[:-1] + ("b" if KEY[-1] != "b" else "c")
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"authorization": "Bearer wrong"},
+        {"x-api-key": KEY[:-1]},
+        {"authorization": f"Bearer {SAME_LENGTH}"},
+        {"x-api-key": SAME_LENGTH},
+        {"authorization": f"Bearer {KEY.upper()}"},
+    ],
+)
 def test_a_missing_or_wrong_key_is_a_401_authentication_error(
     app: TestClient, headers: dict[str, str]
 ) -> None:
