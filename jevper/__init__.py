@@ -3,6 +3,7 @@
 from jevper._errors import (
     ConfigError,
     IncompleteAnswerError,
+    InvalidDecisionError,
     InvalidQuestionError,
     JevperError,
     LabelReadoutError,
@@ -11,6 +12,7 @@ from jevper._errors import (
 )
 from jevper.async_client import AsyncSystemOneClient
 from jevper.client import SystemOneClient
+from jevper.decision_answers import DecisionResponse
 from jevper.models import (
     ChoiceAnswer,
     Example,
@@ -29,8 +31,10 @@ __all__ = [
     "Choice",
     "ChoiceAnswer",
     "ConfigError",
+    "DecisionResponse",
     "Example",
     "IncompleteAnswerError",
+    "InvalidDecisionError",
     "InvalidQuestionError",
     "JevperError",
     "LabelReadoutError",

@@ -19,6 +19,7 @@ from jevper._options import ClientOptions, Options, Overrides
 from jevper._prompt import StateTurns, state_turns
 from jevper._trace import Prefill, QuestionTrace, Route, Trace
 from jevper._usage import total
+from jevper._wire import decisions
 from jevper.models import State, SystemOneResponse
 from jevper.questions import Question, as_question
 
@@ -66,6 +67,12 @@ class BaseClient:
                 f"questions: expected a non-empty mapping of question id to question, got {questions!r:.80}"
             )
         options = self._options.overridden(overrides)
+        if options.api == decisions.SURFACE:
+            raise InvalidQuestionError(
+                f"api={options.api!r}: expected decisions.create(), because POST /v1/decisions takes "
+                "OpenAI's questions, not System One's; call client.decisions.create(...), or ask "
+                "system_one() with api='auto'"
+            )
         asked = tuple(
             (_json.text(f"questions[{qid!r}]", str(qid)), as_question(str(qid), q))
             for qid, q in questions.items()
@@ -89,7 +96,7 @@ class BaseClient:
                 None if native is None else native.why,
             )
         trace = Trace(
-            {qid: _question_trace(one) for (qid, _), one in zip(plan.questions, answered, strict=True)},
+            {qid: question_trace(one) for (qid, _), one in zip(plan.questions, answered, strict=True)},
             limits,
             route,
         )
@@ -99,7 +106,7 @@ class BaseClient:
         )
 
 
-def _question_trace(answered: Answered) -> QuestionTrace:
+def question_trace(answered: Answered) -> QuestionTrace:
     trail = answered.trail
     prefill = None if trail.prefill is None else Prefill(trail.prefill, tuple(trail.prefill_replies))
     return QuestionTrace(answered.method, answered.surface, trail.requests, tuple(trail.why), prefill)

@@ -6,6 +6,7 @@ Every error the library raises on purpose is a ``JevperError``; the tree is shal
      ├── ConfigError             a setting of the run (a server, a file, a command-line option) cannot
      │                           work as given; nothing was asked yet
      ├── InvalidQuestionError    the question, or a setting it is asked with, cannot be sent as given
+     │    └── InvalidDecisionError   a Decisions request (OpenAI's schema) breaks its rules; names the param
      ├── LabelReadoutError       the model answered prose where a label was asked for (after one retry),
      │                           or the server returned no distribution to read a label from
      ├── IncompleteAnswerError   the server says the answer was cut off; names the budget field to raise
@@ -23,6 +24,7 @@ from typing import TypeAlias
 __all__ = [
     "ConfigError",
     "IncompleteAnswerError",
+    "InvalidDecisionError",
     "InvalidQuestionError",
     "JevperError",
     "LabelReadoutError",
@@ -59,6 +61,33 @@ class InvalidQuestionError(JevperError, ValueError):
         super().__init__(message)
         self.loc = loc
         self.problem = message if problem is None else problem
+
+
+class InvalidDecisionError(InvalidQuestionError):
+    """A Decisions request that breaks the schema of OpenAI's Decisions API, or asks what the surface in use
+    cannot carry.
+
+    ``param`` names the field as OpenAI's errors do (``questions[3].choices[1].value``; ``loc`` is the same
+    path as a tuple) and ``code`` says what is wrong, in OpenAI's words (``missing_required_parameter``,
+    ``invalid_type``, ``invalid_value``, ``unknown_parameter``, ``empty_array``, ``array_above_max_length``,
+    ``array_below_min_length``, ``unsupported_value``).
+    """
+
+    def __init__(self, message: str, *, param: str | None, code: str, loc: Loc = ()) -> None:
+        super().__init__(message, loc=loc)
+        self.param = param
+        self.code = code
+
+    def to_api(self) -> dict[str, dict[str, str | None]]:
+        """The error in OpenAI's envelope, as a 400's body carries it."""
+        return {
+            "error": {
+                "message": str(self),
+                "type": "invalid_request_error",
+                "param": self.param,
+                "code": self.code,
+            }
+        }
 
 
 class LabelReadoutError(JevperError):

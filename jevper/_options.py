@@ -15,8 +15,8 @@ from typing import Any, TypedDict
 from jevper import _json
 from jevper._errors import InvalidQuestionError
 from jevper._prompt import checked_cache_key, state_turns
-from jevper._wire import PROMPT_SURFACES, systemone
-from jevper.models import APIS, METHODS, Api, Example, Method, ReasoningConfig
+from jevper._wire import PROMPT_SURFACES, decisions, systemone
+from jevper.models import APIS, METHODS, ClientApi, Example, Method, ReasoningConfig
 
 DEFAULT_TIMEOUT = 60.0
 
@@ -48,7 +48,7 @@ class Options:
 
     model: str
     method: Method = "auto"
-    api: Api = "auto"
+    api: ClientApi = "auto"
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     top_logprobs: int = 20
     max_concurrency: int = 8
@@ -65,7 +65,7 @@ class Options:
         _json.text("model", self.model)
         checked = {
             "method": _one_of("method", self.method, METHODS),
-            "api": _one_of("api", self.api, APIS),
+            "api": _one_of("api", self.api, (*APIS, decisions.SURFACE)),
             "extra_body": checked_extra_body(self.extra_body),
             "top_logprobs": checked_positive("top_logprobs", self.top_logprobs, minimum=2),
             "max_concurrency": checked_positive("max_concurrency", self.max_concurrency),
@@ -79,6 +79,8 @@ class Options:
             object.__setattr__(self, name, value)
         if self.api == systemone.SURFACE:
             native_only(self)
+        elif self.api == decisions.SURFACE:
+            native_only(self, f"api={decisions.SURFACE!r}", "OpenAI's Decisions API")
 
     @classmethod
     def of(cls, model: str, options: ClientOptions) -> Options:
@@ -98,23 +100,25 @@ class Options:
         return replace(self, **given) if given else self
 
 
-def native_only(options: Options, asked: str = f"api={systemone.SURFACE!r}") -> None:
-    """What System One cannot carry is refused: a method, examples, a thinking budget. ``asked`` says how
-    the call came to System One."""
+def native_only(
+    options: Options, asked: str = f"api={systemone.SURFACE!r}", api: str = "the System One API"
+) -> None:
+    """What a native API (System One, ``api``) cannot carry is refused: a method, examples, a thinking
+    budget. ``asked`` says how the call came to it."""
     if options.method != "auto":
         raise InvalidQuestionError(
-            f"{asked} with method={options.method!r}: expected method='auto', because the System One API "
+            f"{asked} with method={options.method!r}: expected method='auto', because {api} "
             f"reads its answers itself and takes no method; drop method=, or choose a chat surface "
             f"(api={_either(PROMPT_SURFACES)}) to pick one"
         )
     if options.examples:
         raise InvalidQuestionError(
-            f"{asked} with {len(options.examples)} example(s): expected none, because the System One API "
+            f"{asked} with {len(options.examples)} example(s): expected none, because {api} "
             "has no field for worked examples; drop examples=, or choose a chat surface"
         )
     if options.reasoning is not None:
         raise InvalidQuestionError(
-            f"{asked} with reasoning=: expected none, because the System One API has no thinking budget; "
+            f"{asked} with reasoning=: expected none, because {api} has no thinking budget; "
             "drop reasoning=, or choose a chat surface"
         )
 

@@ -26,7 +26,7 @@ from jevper._transport import (
     whole_body,
     without_sdk_retries,
 )
-from jevper._wire import chat, messages, systemone
+from jevper._wire import chat, messages
 
 #: The openai and anthropic SDKs return the response unread, as their ``with_streaming_response``
 #: wrappers do, when a request carries this header; ``cast_to=object`` is then never parsed.
@@ -45,8 +45,9 @@ class Fetch:
 
     @property
     def label(self) -> str:
-        """How errors name the request: the surface for System One, the route otherwise."""
-        return systemone.SURFACE if self.route == systemone.ROUTE else f"GET /{self.route}"
+        """How errors name the request: a POST by its surface (System One, the Decisions API), whose name
+        is its route; a GET by its method and route."""
+        return self.route if self.method == "POST" else f"GET /{self.route}"
 
 
 def path(client: object, route: str) -> str:

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar, Unpack
 
-from jevper import _native, _routes, _transport
+from jevper import _decisions, _native, _routes, _transport
 from jevper._client_base import BaseClient, Plan
 from jevper._engine import Answered, Call, answer
 from jevper._errors import JevperError
 from jevper._options import ClientOptions, Overrides
+from jevper.decision_answers import DecisionResponse
 from jevper.models import State, SystemOneResponse
 from jevper.questions import Question
 
@@ -42,7 +43,7 @@ class AsyncSystemOneClient(BaseClient):
             weakref.WeakKeyDictionary()
         )
         # The questions running, of every call: aclose() ends them.
-        self._running: set[asyncio.Task[Answered]] = set()
+        self._running: set[asyncio.Task[Any]] = set()
 
     async def system_one(
         self,
@@ -56,23 +57,12 @@ class AsyncSystemOneClient(BaseClient):
         native = await self._natively(call)
         if native is not None:
             return native
-        loop = asyncio.get_running_loop()
-        gate = self._gates.get(loop)
-        if gate is None:  # made once per loop, not at every call as setdefault's argument would be
-            gate = self._gates[loop] = asyncio.Semaphore(self._options.max_concurrency)
-        tasks = [asyncio.ensure_future(self._answer(call, qid, q, gate)) for qid, q in call.questions]
-        self._running.update(tasks)
-        for task in tasks:
-            task.add_done_callback(self._running.discard)
-        try:
-            # One question (a batch row's usual call) is awaited as it is: gather costs a future more.
-            answered = [await tasks[0]] if len(tasks) == 1 else await asyncio.gather(*tasks)
-        except BaseException:
-            # The other questions of a failed call end before the error leaves it: none keeps a request
-            # or a slot of the gate past the call.
-            await _cancelled(tasks)
-            raise
-        return self._assemble(call, answered)
+        return self._assemble(call, await self._each(call, self._answer))
+
+    @property
+    def decisions(self) -> AsyncDecisions:
+        """OpenAI's Decisions API over this client: ``await decisions.create(input=..., questions=[...])``."""
+        return AsyncDecisions(self)
 
     async def aclose(self) -> None:
         """Refuse further calls, cancel the questions still running on this event loop and wait until
@@ -105,6 +95,27 @@ class AsyncSystemOneClient(BaseClient):
     async def _fetch(self, request: _routes.Fetch) -> Mapping[str, Any]:
         return await _routes.fetch_async(self._client, request)
 
+    async def _each(
+        self, call: Plan, work: Callable[[Plan, str, Question, asyncio.Semaphore], Awaitable[T]]
+    ) -> list[T]:
+        """``work`` for every question of the call, concurrently, within the client's gate; in order."""
+        loop = asyncio.get_running_loop()
+        gate = self._gates.get(loop)
+        if gate is None:  # made once per loop, not at every call as setdefault's argument would be
+            gate = self._gates[loop] = asyncio.Semaphore(self._options.max_concurrency)
+        tasks = [asyncio.ensure_future(work(call, qid, q, gate)) for qid, q in call.questions]
+        self._running.update(tasks)
+        for task in tasks:
+            task.add_done_callback(self._running.discard)
+        try:
+            # One question (a batch row's usual call) is awaited as it is: gather costs a future more.
+            return [await tasks[0]] if len(tasks) == 1 else list(await asyncio.gather(*tasks))
+        except BaseException:
+            # The other questions of a failed call end before the error leaves it: none keeps a request
+            # or a slot of the gate past the call.
+            await _cancelled(tasks)
+            raise
+
     async def _answer(self, call: Plan, qid: str, question: Question, gate: asyncio.Semaphore) -> Answered:
         async with gate:
             return await self._drive(
@@ -131,9 +142,57 @@ class AsyncSystemOneClient(BaseClient):
             return returned
 
 
-async def _cancelled(tasks: list[asyncio.Task[Answered]]) -> None:
+async def _cancelled(tasks: Sequence[asyncio.Task[Any]]) -> None:
     """Cancel ``tasks`` and wait until each has ended, its outcome retrieved (none is logged as lost)."""
     for task in tasks:
         task.cancel()
     if tasks:
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class AsyncDecisions:
+    """``AsyncSystemOneClient.decisions``: the blocking client's ``Decisions``, awaited; the questions run
+    concurrently."""
+
+    def __init__(self, client: AsyncSystemOneClient) -> None:
+        self._client = client
+
+    async def create(
+        self,
+        *,
+        input: str | Sequence[Mapping[str, Any]],
+        questions: Sequence[Mapping[str, Any]],
+        model: str | None = None,
+        instructions: str | Sequence[Mapping[str, Any]] | None = None,
+        prompt_cache_options: Mapping[str, Any] | None = None,
+        safety_identifier: str | None = None,
+        **overrides: Unpack[Overrides],
+    ) -> DecisionResponse:
+        """``SystemOneClient.decisions.create``, awaited."""
+        client = self._client
+        client._check_open()
+        body = _decisions.body(
+            client.options,
+            input,
+            questions,
+            model,
+            overrides.get("prompt_cache_key"),
+            prompt_cache_options,
+            safety_identifier,
+        )
+        call = _decisions.plan(client.options, body, instructions, overrides)
+        if call.plan is None:
+            return await client._drive(_decisions.native(call), client._fetch)
+        native = await client._natively(call.plan)
+        if native is not None:
+            return _decisions.from_system_one(call, native)
+        outcomes = await client._each(call.plan, self._outcome)
+        return _decisions.assembled(call, outcomes)
+
+    async def _outcome(
+        self, plan: Plan, qid: str, question: Question, gate: asyncio.Semaphore
+    ) -> Answered | JevperError:
+        try:
+            return await self._client._answer(plan, qid, question, gate)
+        except _decisions.READ_FAILURES as failure:
+            return failure

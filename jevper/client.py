@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from types import TracebackType
 from typing import Any, Self, TypeVar, Unpack
 
-from jevper import _native, _routes, _transport
+from jevper import _decisions, _native, _routes, _transport
 from jevper._client_base import BaseClient, Plan
 from jevper._engine import Answered, Call, answer
 from jevper._errors import JevperError
 from jevper._options import ClientOptions, Overrides
+from jevper.decision_answers import DecisionResponse
 from jevper.models import State, SystemOneResponse
 from jevper.questions import Question
 
@@ -57,19 +58,12 @@ class SystemOneClient(BaseClient):
         native = self._natively(call)
         if native is not None:
             return native
-        workers = min(call.options.max_concurrency, len(call.questions))
-        if workers <= 1:
-            answered = [self._answer(call, qid, q) for qid, q in call.questions]
-        else:
-            futures = [self._executor().submit(self._answer, call, qid, q) for qid, q in call.questions]
-            try:
-                answered = [future.result() for future in futures]
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                wait(futures)
-                raise
-        return self._assemble(call, answered)
+        return self._assemble(call, self._each(call, self._answer))
+
+    @property
+    def decisions(self) -> Decisions:
+        """OpenAI's Decisions API over this client: ``decisions.create(input=..., questions=[...])``."""
+        return Decisions(self)
 
     def close(self) -> None:
         """Refuse further calls and stop the worker threads once the questions they run are answered;
@@ -113,6 +107,20 @@ class SystemOneClient(BaseClient):
     def _fetch(self, request: _routes.Fetch) -> Mapping[str, Any]:
         return _routes.fetch(self._client, request)
 
+    def _each(self, call: Plan, work: Callable[[Plan, str, Question], T]) -> list[T]:
+        """``work`` for every question of the call, in order: on the client's threads when several may run."""
+        workers = min(call.options.max_concurrency, len(call.questions))
+        if workers <= 1:
+            return [work(call, qid, q) for qid, q in call.questions]
+        futures = [self._executor().submit(work, call, qid, q) for qid, q in call.questions]
+        try:
+            return [future.result() for future in futures]
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            wait(futures)
+            raise
+
     def _answer(self, call: Plan, qid: str, question: Question) -> Answered:
         return self._drive(answer(question, call.state, call.options, self._memory, qid), self._send)
 
@@ -135,3 +143,49 @@ class SystemOneClient(BaseClient):
         except StopIteration as done:
             returned: T = done.value
             return returned
+
+
+class Decisions:
+    """``SystemOneClient.decisions``: OpenAI's Decisions API answered through the client's surface and method
+    (its options, and a call's overrides, apply), or natively by the server with ``api="decisions"``."""
+
+    def __init__(self, client: SystemOneClient) -> None:
+        self._client = client
+
+    def create(
+        self,
+        *,
+        input: str | Sequence[Mapping[str, Any]],
+        questions: Sequence[Mapping[str, Any]],
+        model: str | None = None,
+        instructions: str | Sequence[Mapping[str, Any]] | None = None,
+        prompt_cache_options: Mapping[str, Any] | None = None,
+        safety_identifier: str | None = None,
+        **overrides: Unpack[Overrides],
+    ) -> DecisionResponse:
+        """Ask every question about ``input``; the answers come back in question order, a question whose
+        answer cannot be read as a refusal among them. ``instructions`` (this client's addition) lead the
+        input as a developer message; ``prompt_cache_key`` is sent as the API's and as the client's own.
+        An invalid request, or an image where the surface in use reads none, is refused before any request
+        with an ``InvalidDecisionError`` naming the param."""
+        client = self._client
+        client._check_open()
+        body = _decisions.body(
+            client.options,
+            input,
+            questions,
+            model,
+            overrides.get("prompt_cache_key"),
+            prompt_cache_options,
+            safety_identifier,
+        )
+        call = _decisions.plan(client.options, body, instructions, overrides)
+        if call.plan is None:
+            return client._drive(_decisions.native(call), client._fetch)
+        native = client._natively(call.plan)
+        if native is not None:
+            return _decisions.from_system_one(call, native)
+        outcomes = client._each(
+            call.plan, lambda plan, qid, q: _decisions.outcome(lambda: client._answer(plan, qid, q))
+        )
+        return _decisions.assembled(call, outcomes)

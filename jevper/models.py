@@ -8,6 +8,7 @@ from typing import Any, Literal, TypeAlias
 
 from jevper._errors import InvalidQuestionError
 from jevper._wire import PROMPT_RECORDS, SURFACES, Surface, prompt_record
+from jevper._wire.decisions import DecisionsRoute
 
 Method = Literal["auto", "logprobs", "grammar", "structured", "discrete"]
 #: "auto", or a surface's name: chat_completions, responses, messages or systemone (jevper._wire.RECORDS
@@ -15,6 +16,9 @@ Method = Literal["auto", "logprobs", "grammar", "structured", "discrete"]
 Api = Literal["auto", Surface]
 METHODS: tuple[Method, ...] = ("auto", "logprobs", "grammar", "structured", "discrete")
 APIS: tuple[Api, ...] = ("auto", *SURFACES)
+#: What a client's ``api`` may be: an ``Api``, or "decisions" (OpenAI's Decisions API, asked natively), which
+#: decisions.create() alone takes.
+ClientApi: TypeAlias = Api | DecisionsRoute
 
 
 def sdk_for(api: str) -> Literal["openai", "anthropic"]:

@@ -1,0 +1,148 @@
+"""A Decisions call (``client.decisions.create``) on the client's own machinery: its plan, its native
+request (api="decisions"), and its answers assembled from System One's or the engine's.
+
+Like the engine, this never performs I/O; the blocking and the async client drive it. A question whose
+answer cannot be read (``READ_FAILURES``) is a refusal among the other answers; a refused request, an
+unreachable server or an invalid question still fails the call, as it would every question of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from jevper import _json
+from jevper._client_base import Plan, question_trace
+from jevper._engine import Answered
+from jevper._errors import (
+    IncompleteAnswerError,
+    JevperError,
+    LabelReadoutError,
+    MalformedAnswerError,
+)
+from jevper._options import Options, Overrides
+from jevper._prompt import state_turns
+from jevper._routes import Fetch
+from jevper._trace import QuestionTrace, Trace, each
+from jevper._usage import total
+from jevper._wire import decisions as wire
+from jevper.decision_answers import (
+    DecisionAnswer,
+    DecisionRefusal,
+    DecisionResponse,
+    DecisionUsage,
+    answered,
+    from_api,
+)
+from jevper.decisions import DecisionRequest, decision_request
+from jevper.models import SystemOneResponse
+
+#: What a question's answer may fail by without costing the others: the model answered prose, or
+#: something that does not fit, or was cut off.
+READ_FAILURES = (LabelReadoutError, MalformedAnswerError, IncompleteAnswerError)
+
+
+@dataclass(frozen=True)
+class DecisionCall:
+    """One Decisions call: the request as validated, its options, and for jevper's own surfaces the plan
+    its questions are asked by (None when the server's POST /v1/decisions answers it)."""
+
+    request: DecisionRequest
+    options: Options
+    plan: Plan | None
+
+
+def qid(index: int) -> str:
+    """The id a question is asked under: its place in the request, as a param names it."""
+    return f"questions[{index}]"
+
+
+def body(
+    options: Options,
+    input: object,
+    questions: object,
+    model: str | None,
+    prompt_cache_key: str | None,
+    prompt_cache_options: object,
+    safety_identifier: str | None,
+) -> dict[str, Any]:
+    """The keywords of ``decisions.create`` as the request body; the model is the client's unless given."""
+    body: dict[str, Any] = {
+        "input": input,
+        "model": options.model if model is None else model,
+        "questions": questions,
+    }
+    optional = {
+        "prompt_cache_key": prompt_cache_key,
+        "prompt_cache_options": prompt_cache_options,
+        "safety_identifier": safety_identifier,
+    }
+    body.update((name, value) for name, value in optional.items() if value is not None)
+    return body
+
+
+def plan(
+    options: Options, body: Mapping[str, Any], instructions: object, overrides: Overrides
+) -> DecisionCall:
+    """The call, checked before any request: the request by the schema, then what the surface in use
+    cannot carry (an image where no surface reads one)."""
+    request = decision_request(body, instructions=instructions)
+    options = options.overridden(overrides)
+    if request.model != options.model:
+        options = replace(options, model=request.model)
+    if options.api == wire.SURFACE:
+        return DecisionCall(request, options, None)
+    state = request.state(f"api={options.api!r}")
+    questions = tuple((qid(i), q.question) for i, q in enumerate(request.questions))
+    return DecisionCall(
+        request, options, Plan(options, state_turns(state), questions, _json.checked("state", state))
+    )
+
+
+def native(call: DecisionCall) -> Generator[Fetch, Mapping[str, Any], DecisionResponse]:
+    """api="decisions": the whole call in one POST /v1/decisions, its body read by the schema."""
+    options = call.options
+    asked = call.request.body()
+    body = wire.build(asked, options.extra_body)
+    raw = yield Fetch("POST", wire.ROUTE, body, options.model, options.timeout)
+    result = wire.read(raw, asked["questions"], model=options.model)
+    response = from_api(result.raw)
+    count = len(call.request.questions)
+    why = f"one POST /v1/decisions request carried all {count} question(s) of the call"
+    trace = Trace(each([qid(i) for i in range(count)], QuestionTrace("native", wire.SURFACE, 1, (why,))), {})
+    return replace(response, debug=trace.to_dict())
+
+
+def from_system_one(call: DecisionCall, response: SystemOneResponse) -> DecisionResponse:
+    """System One's answers (api="systemone", or a decision model under api="auto") in the API's terms."""
+    answers = tuple(
+        answered(question, response.answers[qid(i)]) for i, question in enumerate(call.request.questions)
+    )
+    return DecisionResponse(
+        answers, response.model or call.options.model, DecisionUsage.of(response.usage), response.debug
+    )
+
+
+def outcome(answer: Callable[[], Answered]) -> Answered | JevperError:
+    """A question's answer, or the failure to read it that makes it a refusal."""
+    try:
+        answered_question: Answered = answer()
+    except READ_FAILURES as failure:
+        return failure
+    return answered_question
+
+
+def assembled(call: DecisionCall, outcomes: Sequence[Answered | JevperError]) -> DecisionResponse:
+    """The prompt surfaces' answers, each read failure a refusal in its question's place."""
+    answers: list[DecisionAnswer] = []
+    trace: dict[str, Any] = {}
+    for i, (question, got) in enumerate(zip(call.request.questions, outcomes, strict=True)):
+        if isinstance(got, Answered):
+            answers.append(answered(question, got.answer))
+            trace[qid(i)] = question_trace(got).to_dict()
+        else:
+            answers.append(DecisionRefusal(question.name, str(got)))
+            trace[qid(i)] = {"refused": f"{type(got).__name__}: {got}"}
+    usage = total(r for got in outcomes if isinstance(got, Answered) for r in got.trail.results)
+    return DecisionResponse(tuple(answers), call.options.model, DecisionUsage.of(usage), {"questions": trace})
