@@ -160,9 +160,23 @@ def answer_of(row: Mapping[str, Any], qid: str, question: Question) -> Distribut
     return tuple(given.get(option, 0.0) / total for option in options)
 
 
+def golds(labels: Table, questions: Mapping[str, Question]) -> dict[str, dict[str, int | None]]:
+    """Each question's gold option index by row id (None: unlabelled); every gold value checked."""
+    check_gold_columns(labels, questions)
+    found: dict[str, dict[str, int | None]] = {}
+    for qid, question in questions.items():
+        found[qid] = {}
+        for rid, row in labels.rows.items():
+            try:
+                found[qid][rid] = gold_of(question, row.get(qid))
+            except ValueError as exc:
+                raise LabelError(f"{labels.role} {labels.path}, row {rid!r}, column {qid!r}: {exc}") from None
+    return found
+
+
 def paired(labels: Table, answers: Table, questions: Mapping[str, Question]) -> dict[str, Labelled]:
     """Each question's labelled rows with their answers; every labelled id must have an answer row."""
-    check_gold_columns(labels, questions)
+    gold_by_row = golds(labels, questions)
     check_answer_columns(answers, questions)
     absent = [rid for rid in labels.rows if rid not in answers.rows]
     if absent:
@@ -177,11 +191,7 @@ def paired(labels: Table, answers: Table, questions: Mapping[str, Question]) -> 
         probabilities: list[Distribution] = []
         gold: list[int] = []
         unanswered = unlabelled = 0
-        for rid, row in labels.rows.items():
-            try:
-                index = gold_of(question, row.get(qid))
-            except ValueError as exc:
-                raise LabelError(f"{labels.role} {labels.path}, row {rid!r}, column {qid!r}: {exc}") from None
+        for rid, index in gold_by_row[qid].items():
             if index is None:
                 unlabelled += 1
                 continue

@@ -1,13 +1,16 @@
-"""`python -m jevper.evaluate LABELLED --questions Q.json --answers OUTPUT --out DIR [--fit]`.
+"""`python -m jevper.evaluate LABELLED --questions Q.json (--answers OUTPUT | --server URL --model M)
+--out DIR [--fit]`.
 
 Writes ``DIR/metrics.json`` (every figure, versioned), ``DIR/report.html`` and, with ``--fit``,
-``DIR/calibration.json``. Exit status: 0 when written, 2 for bad usage or input (a typed error naming
-what was expected and what arrived; nothing written).
+``DIR/calibration.json``; asked through servers, the answers too (``DIR/answers.parquet``, which
+``--answers`` reads again). Exit status: 0 when written, 2 for bad usage or input (a typed error naming
+what was expected and what arrived; refused before any request).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from collections.abc import Sequence
@@ -16,8 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from jevper import InvalidQuestionError, JevperError
+from jevper.batch.cli import servers_of
+from jevper.evaluate._ask import ask
 from jevper.evaluate._calibration import Binding, prompt_digest, write_atomically
 from jevper.evaluate._evaluation import DEFAULT_TARGET
+from jevper.evaluate._labels import golds, read_table
 from jevper.evaluate._report import html
 from jevper.evaluate._run import evaluate_files, read_questions
 from jevper.evaluate._select import DEFAULT_FOLDS, DEFAULT_SEED
@@ -25,24 +31,31 @@ from jevper.evaluate._select import DEFAULT_FOLDS, DEFAULT_SEED
 PROG = "python -m jevper.evaluate"
 #: The flags a calibration is bound by, each the Binding field of its name.
 BINDING_FLAGS = ("server_kind", "server_release", "model", "method", "surface")
+ASKED = "answers.parquet"
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG,
-        description="Score a batch's answers against labels: accuracy, calibration (ECE, Brier, NLL), "
-        "selective accuracy and position bias per question; with --fit, a calibration chosen by held-out "
-        "NLL.",
+        description="Score answers against labels: accuracy, calibration (ECE, Brier, NLL), selective "
+        "accuracy and position bias per question; with --fit, a calibration chosen by held-out NLL.",
     )
     p.add_argument(
         "labelled",
         metavar="LABELLED",
         type=Path,
-        help="a .parquet, .csv or .jsonl table: an id column and a gold column named after each question",
+        help="a .parquet, .csv or .jsonl table: an id, a state and a gold column named after each question",
     )
-    p.add_argument("--questions", required=True, type=Path, help="the questions file the batch was asked")
-    p.add_argument(
-        "--answers", required=True, type=Path, help="the batch's OUTPUT for these rows (any of its formats)"
+    p.add_argument("--questions", required=True, type=Path, help="the questions file (the batch's format)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--answers", type=Path, help="the batch's OUTPUT for these rows (any of its formats)")
+    source.add_argument(
+        "--server",
+        "--base-url",
+        dest="server",
+        action="append",
+        metavar="URL",
+        help="ask a server (base URL ending in /v1) through the batch core instead; repeat for several",
     )
     p.add_argument("--out", required=True, type=Path, help="the folder metrics.json and the rest go to")
     p.add_argument("--fit", action="store_true", help="fit a calibration per question: DIR/calibration.json")
@@ -54,7 +67,11 @@ def parser() -> argparse.ArgumentParser:
         default=DEFAULT_TARGET,
         help=f"the accuracy the selective threshold is sought for (default {DEFAULT_TARGET})",
     )
-    p.add_argument("--id-column", default="id", help="the id column of both tables (default: id)")
+    p.add_argument("--id-column", default="id", help="the id column of every table (default: id)")
+    p.add_argument("--state-column", default="state", help="with --server: the state column (default: state)")
+    p.add_argument(
+        "--slots", action="append", type=int, default=[], help="with --server: requests in flight per server"
+    )
     p.add_argument(
         "--rotated",
         nargs=2,
@@ -66,10 +83,14 @@ def parser() -> argparse.ArgumentParser:
         "output; repeat per rotation (gives the position bias)",
     )
     binding = p.add_argument_group(
-        "what the answers came from (required with --fit; the calibration is bound to it)"
+        "what the answers came from (with --fit, the calibration is bound to it; with --server, "
+        "--model, --method and --surface are also what is asked)"
     )
-    for name in BINDING_FLAGS:
-        binding.add_argument("--" + name.replace("_", "-"), dest=name)
+    binding.add_argument("--server-kind", help="e.g. llamacpp, vllm")
+    binding.add_argument("--server-release", help="e.g. b11549")
+    binding.add_argument("--model", action="append", default=[], help="the model (one per --server, or one)")
+    binding.add_argument("--method", help="the answer method (the batch's --method)")
+    binding.add_argument("--surface", "--api", dest="surface", help="the prompt surface (the batch's --api)")
     return p
 
 
@@ -89,21 +110,32 @@ def _main(args: argparse.Namespace) -> int:
         raise InvalidQuestionError(
             f"--target-accuracy: expected a share in (0, 1], got {args.target_accuracy}"
         )
-    binding = None
-    if args.fit:
-        missing = ["--" + n.replace("_", "-") for n in BINDING_FLAGS if not getattr(args, n)]
-        if missing:
-            raise InvalidQuestionError(
-                f"--fit: expected what the answers came from, to bind the calibration to; missing {missing}"
-            )
-        given, _ = read_questions(args.questions)
-        binding = Binding(**{n: getattr(args, n) for n in BINDING_FLAGS}, prompt_digest=prompt_digest(given))
     if args.out.exists() and not args.out.is_dir():
         raise InvalidQuestionError(f"--out {args.out}: expected a folder, got a file")
+    given, asked = read_questions(args.questions)
+    binding = _binding(args, given) if args.fit else None
+    answers = args.answers
+    if args.server:
+        # Everything the labels can get wrong is found before the first request.
+        golds(read_table(args.labelled, args.id_column, "LABELLED"), asked)
+        servers = servers_of(argparse.Namespace(server=args.server, model=args.model, slots=args.slots), None)
+        args.out.mkdir(parents=True, exist_ok=True)
+        answers = asyncio.run(
+            ask(
+                args.labelled,
+                given,
+                servers,
+                args.out / ASKED,
+                id_column=args.id_column,
+                state_column=args.state_column,
+                api=args.surface or "auto",
+                method=args.method or "auto",
+            )
+        )
     evaluation = evaluate_files(
         args.labelled,
         args.questions,
-        args.answers,
+        answers,
         id_column=args.id_column,
         rotated=[(q, a) for q, a in args.rotated],
         fit=args.fit,
@@ -114,7 +146,7 @@ def _main(args: argparse.Namespace) -> int:
     source: dict[str, Any] = {
         "labelled": str(args.labelled),
         "questions": str(args.questions),
-        "answers": str(args.answers),
+        "answers": str(answers),
     }
     if binding is not None:
         source["bound_to"] = asdict(binding)
@@ -126,23 +158,43 @@ def _main(args: argparse.Namespace) -> int:
         evaluation.calibration(binding).save(args.out / "calibration.json")
     for qid, q in metrics["questions"].items():
         print(_line(qid, q), flush=True)
-    written = ["metrics.json", "report.html"] + (["calibration.json"] if binding else [])
+    written = (["answers.parquet"] if args.server else []) + ["metrics.json", "report.html"]
+    written += ["calibration.json"] if binding else []
     print(f"{PROG}: wrote {', '.join(written)} to {args.out}", flush=True)
     return 0
 
 
-def _line(qid: str, q: dict[str, object]) -> str:
+def _binding(args: argparse.Namespace, given: dict[str, Any]) -> Binding:
+    """What --fit binds the calibration to: every flag given, and one model."""
+    missing = ["--" + name.replace("_", "-") for name in BINDING_FLAGS if not getattr(args, name)]
+    if missing:
+        raise InvalidQuestionError(
+            f"--fit: expected what the answers came from, to bind the calibration to; missing {missing}"
+        )
+    if len(set(args.model)) != 1:
+        raise InvalidQuestionError(
+            f"--fit: expected one model to bind the calibration to, got {sorted(set(args.model))}; fit one "
+            "calibration per model"
+        )
+    return Binding(
+        server_kind=args.server_kind,
+        server_release=args.server_release,
+        model=args.model[0],
+        method=args.method,
+        surface=args.surface,
+        prompt_digest=prompt_digest(given),
+    )
+
+
+def _line(qid: str, q: dict[str, Any]) -> str:
     before = q["before"]
-    assert isinstance(before, dict)
     ece = before["ece"]["equal_width"]["value"]
     said = f"{qid}: n={before['n']} accuracy {_f(before['accuracy'])} ECE {_f(ece)}"
     after = q.get("after")
     if isinstance(after, dict):
-        calibration = q.get("calibration")
-        method = calibration.get("method") if isinstance(calibration, dict) else None
-        said += (
-            f" -> held out {_f(after['accuracy'])}, ECE {_f(after['ece']['equal_width']['value'])} ({method})"
-        )
+        method = q["calibration"]["method"]
+        held = after["ece"]["equal_width"]["value"]
+        said += f" -> held out {_f(after['accuracy'])}, ECE {_f(held)} ({method})"
     return said
 
 

@@ -1,0 +1,53 @@
+"""The labelled rows asked of servers through the batch core, their answers kept as a batch output.
+
+The answers go to a file beside the figures (``DIR/answers.parquet``), so an evaluation can be run again,
+and a calibration fit again, without asking anything.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from jevper.batch import BatchClassifier, Server
+from jevper.batch._files import Input, Writer
+
+#: Rows handed to the batch core at a time (its own concurrency spreads them over the servers).
+BATCH_ROWS = 256
+
+
+async def ask(
+    labelled: Path,
+    questions: Mapping[str, Any],
+    servers: Sequence[Server],
+    output: Path,
+    *,
+    id_column: str = "id",
+    state_column: str = "state",
+    api: str = "auto",
+    method: str = "auto",
+) -> Path:
+    """Every row of ``labelled`` asked every question; the batch's output written to ``output`` (Parquet),
+    whole or not at all."""
+    source = Input(labelled)
+    checked = source.check(id_column)
+    classifier = BatchClassifier(
+        questions, servers, id_column=id_column, state_column=state_column, api=api, method=method
+    )
+    schema = classifier.output_schema(checked.schema)
+    partial = output.with_name(output.name + ".partial")
+    writer = Writer(partial, schema, "parquet")
+    try:
+        for batch in source.batches(BATCH_ROWS):
+            writer.write(await classifier.classify(batch))
+    except BaseException:
+        writer.close()
+        partial.unlink(missing_ok=True)
+        raise
+    finally:
+        await classifier.aclose()
+    writer.close()
+    os.replace(partial, output)
+    return output

@@ -1,0 +1,48 @@
+"""`python -m jevper.evaluate --server URL`: the labelled rows asked through the batch core (of the fault
+server, which answers at once), their answers kept beside the figures."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from _answers import QUESTIONS, TICKETS, labelled
+
+from jevper.evaluate.cli import main
+from jevper.testing.faults import FaultServer, running
+
+
+@pytest.fixture(scope="module")
+def faults() -> Iterator[FaultServer]:
+    with running() as server:
+        yield server
+
+
+def test_asking_a_server_keeps_its_answers_and_gives_the_figures_they_give_again(
+    tmp_path: Path, faults: FaultServer
+) -> None:
+    out = tmp_path / "asked"
+    common = [str(TICKETS), "--questions", str(QUESTIONS)]
+    assert main([*common, "--server", faults.base_url(), "--model", faults.model, "--out", str(out)]) == 0
+    assert (out / "answers.parquet").is_file() and not list(out.glob("*.partial"))
+    asked = json.loads((out / "metrics.json").read_text())
+    for q in asked["questions"].values():
+        assert q["before"]["n"] + q["unanswered"] == len(labelled())
+    again = tmp_path / "again"
+    assert main([*common, "--answers", str(out / "answers.parquet"), "--out", str(again)]) == 0
+    assert json.loads((again / "metrics.json").read_text())["questions"] == asked["questions"]
+
+
+def test_labels_that_cannot_be_scored_are_refused_before_any_request(
+    tmp_path: Path, faults: FaultServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = labelled()
+    table = tmp_path / "tickets.jsonl"
+    table.write_text("".join(json.dumps({**row, "team": "sales"}) + "\n" for row in rows))
+    before = len(faults.log)
+    argv = [str(table), "--questions", str(QUESTIONS), "--server", faults.base_url(), "--model", faults.model]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    assert "column 'team': expected one of the options" in capsys.readouterr().err
+    assert len(faults.log) == before
