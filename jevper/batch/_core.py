@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from jevper import AsyncSystemOneClient, ConfigError, InvalidQuestionError, __version__
 from jevper._upstreams import Upstream, Upstreams, blame
-from jevper.batch._http import HTTPClient
+from jevper.batch._http import HTTPClient, check_api_key
 from jevper.batch._schema import RESERVED, Row, result_columns, result_fields
 from jevper.models import sdk_for
 from jevper.questions import Question, as_question
@@ -119,6 +119,7 @@ class BatchClassifier:
         # The client's own checks of these options, once, now (a client of nothing does no I/O).
         for server in self.servers:
             AsyncSystemOneClient(object(), model=server.model, **self.client_options)
+            check_api_key(server.base_url, server.api_key)
         self._pool: Upstreams | None = None
         self._pool_loop: asyncio.AbstractEventLoop | None = None
         self._runner: _LoopThread | None = None

@@ -195,6 +195,13 @@ def test_a_batch_without_the_columns_asked_for_is_refused_before_any_request(
             InvalidQuestionError,
             "name output columns",
         ),
+        (
+            QUESTIONS,
+            [Server("http://127.0.0.1:9/v1", "m", api_key="sk-read-from-a-file\n")],
+            {},
+            ConfigError,
+            "expected an api_key of printable ASCII characters",
+        ),
         (QUESTIONS, [Server("http://127.0.0.1:9/v1", "m")], {"concurrency": 0}, ConfigError, "concurrency"),
     ],
 )
