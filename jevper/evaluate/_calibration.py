@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from jevper import InvalidQuestionError
+from jevper import ConfigError
 from jevper.evaluate._errors import CalibrationMismatchError
 from jevper.evaluate._fit import Calibrator
 from jevper.questions import Choice, Noul, Question, as_question, described
@@ -148,7 +148,7 @@ class Calibration:
                 if isinstance(value, dict)
                 else type(value).__name__
             )
-            raise InvalidQuestionError(
+            raise ConfigError(
                 f"{where}: expected a calibration ({{'kind': {KIND!r}, 'version': {VERSION}}}), got {shown}"
             )
         try:
@@ -163,7 +163,7 @@ class Calibration:
             }
             return cls(Binding(**value["bound_to"]), questions, int(value["folds"]), int(value["seed"]))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise InvalidQuestionError(
+            raise ConfigError(
                 f"{where}: expected every field of a version {VERSION} calibration, got a file that "
                 f"lacks or mistypes one ({type(exc).__name__}: {exc})"
             ) from None
@@ -177,9 +177,9 @@ class Calibration:
         try:
             value = json.loads(Path(path).read_text(encoding="utf-8"))
         except OSError as exc:
-            raise InvalidQuestionError(f"calibration {path}: expected a readable file, got {exc}") from None
+            raise ConfigError(f"calibration {path}: expected a readable file, got {exc}") from None
         except ValueError as exc:
-            raise InvalidQuestionError(f"calibration {path}: expected JSON, got {exc}") from None
+            raise ConfigError(f"calibration {path}: expected JSON, got {exc}") from None
         return cls.of_json(value, f"calibration {path}")
 
 

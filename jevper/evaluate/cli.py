@@ -18,7 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from jevper import InvalidQuestionError, JevperError
+from jevper import ConfigError, JevperError
 from jevper.batch.cli import servers_of
 from jevper.evaluate._ask import ask
 from jevper.evaluate._calibration import Binding, prompt_digest, write_atomically
@@ -105,13 +105,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     if args.folds < 2:
-        raise InvalidQuestionError(f"--folds: expected 2 or more, got {args.folds}")
+        raise ConfigError(f"--folds: expected 2 or more, got {args.folds}")
     if not 0 < args.target_accuracy <= 1:
-        raise InvalidQuestionError(
-            f"--target-accuracy: expected a share in (0, 1], got {args.target_accuracy}"
-        )
+        raise ConfigError(f"--target-accuracy: expected a share in (0, 1], got {args.target_accuracy}")
     if args.out.exists() and not args.out.is_dir():
-        raise InvalidQuestionError(f"--out {args.out}: expected a folder, got a file")
+        raise ConfigError(f"--out {args.out}: expected a folder, got a file")
     given, asked = read_questions(args.questions)
     binding = _binding(args, given) if args.fit else None
     answers = args.answers
@@ -168,11 +166,11 @@ def _binding(args: argparse.Namespace, given: dict[str, Any]) -> Binding:
     """What --fit binds the calibration to: every flag given, and one model."""
     missing = ["--" + name.replace("_", "-") for name in BINDING_FLAGS if not getattr(args, name)]
     if missing:
-        raise InvalidQuestionError(
+        raise ConfigError(
             f"--fit: expected what the answers came from, to bind the calibration to; missing {missing}"
         )
     if len(set(args.model)) != 1:
-        raise InvalidQuestionError(
+        raise ConfigError(
             f"--fit: expected one model to bind the calibration to, got {sorted(set(args.model))}; fit one "
             "calibration per model"
         )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jevper import InvalidQuestionError
+from jevper import ConfigError
 from jevper.evaluate import (
     Binding,
     Calibration,
@@ -55,7 +55,7 @@ def test_applying_a_calibration_to_other_answers_is_refused_naming_the_field_tha
     assert refused.value.expected == getattr(BOUND, field)
     assert refused.value.got == "something else"
     assert f"{field} {getattr(BOUND, field)!r}, got 'something else'" in str(refused.value)
-    assert isinstance(refused.value, InvalidQuestionError)
+    assert isinstance(refused.value, ConfigError)
 
 
 def test_a_calibrated_answer_sums_to_one_in_the_questions_option_order() -> None:
@@ -89,9 +89,7 @@ def test_the_calibration_file_round_trips_and_says_its_version(tmp_path: Path) -
 def test_a_calibration_file_of_another_version_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "calibration.json"
     path.write_text(json.dumps({**CALIBRATION.to_json(), "version": 2}))
-    with pytest.raises(
-        InvalidQuestionError, match=r"expected a calibration .*'version': 1.*got .*'version': 2"
-    ):
+    with pytest.raises(ConfigError, match=r"expected a calibration .*'version': 1.*got .*'version': 2"):
         Calibration.load(path)
 
 
