@@ -243,11 +243,14 @@ def failure(exc: aiohttp.ClientError, method: str, url: str, timeout: float | No
         return ConnectTimeoutError(f"{where}: expected a connection to the server{after}, got none")
     if isinstance(exc, aiohttp.ServerTimeoutError):
         return ReadTimeoutError(f"{where}: expected bytes from the server{after}, got none")
-    if isinstance(exc, aiohttp.ClientResponseError) and not isinstance(exc, aiohttp.TooManyRedirects):
-        # The answer's head could not be read (aiohttp's parser and its bounds), or a proxy refused.
-        return ServerUnreachableError(f"{where}: the server's answer could not be read: {exc.message}")
     if isinstance(exc, aiohttp.TooManyRedirects):
         return ServerUnreachableError(f"{where}: expected an answer within {MAX_REDIRECTS} redirects")
+    if isinstance(exc, aiohttp.ClientHttpProxyError):
+        return ServerUnreachableError(
+            f"{where}: expected the proxy to open a tunnel, got {exc.status} {exc.message}"
+        )
+    if isinstance(exc, aiohttp.ClientResponseError):  # the answer's head was past aiohttp's parser or bounds
+        return ServerUnreachableError(f"{where}: the server's answer could not be read: {exc.message}")
     return ServerUnreachableError(f"{where}: {exc or type(exc).__name__}")
 
 

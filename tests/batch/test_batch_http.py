@@ -576,6 +576,26 @@ def test_the_environments_proxy_carries_http_requests_and_tunnels_https_ones(
     assert (noul, proxy.seen) == (0.5, [])
 
 
+def test_a_proxy_that_refuses_the_tunnel_is_named_with_its_status(
+    authority: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def ask() -> str:
+        refusing = _Raw(lambda *request: _answer(b"", status="407 Proxy Authentication Required"))
+        port = await refusing.start()
+        monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{port}")
+        try:
+            await _noul(HTTPClient("https://localhost:1/v1", "sk-test"))
+        except ProviderError as error:
+            return f"{error.kind}: {error}"
+        finally:
+            refusing.server.close()
+        return "answered"
+
+    said = asyncio.run(ask())
+    assert said.startswith("unreachable: ")
+    assert "expected the proxy to open a tunnel, got 407 Proxy Authentication Required" in said
+
+
 def test_the_connection_works_on_uvloop_as_ray_actors_run_it() -> None:
     import uvloop
 
