@@ -13,6 +13,8 @@ from typing import Any
 
 from jevper.batch import BatchClassifier, Server
 from jevper.batch._files import Input, Writer
+from jevper.evaluate._position import rotated
+from jevper.questions import Choice, Question
 
 #: Rows handed to the batch core at a time (its own concurrency spreads them over the servers).
 BATCH_ROWS = 256
@@ -51,3 +53,18 @@ async def ask(
     writer.close()
     os.replace(partial, output)
     return output
+
+
+def rotations(given: Mapping[str, Any], asked: Mapping[str, Question]) -> list[dict[str, Any]]:
+    """The choice questions with their options rotated by 1, 2, ... places: one questions object per
+    rotation, holding each choice that has more options than that."""
+    choices = {qid: q for qid, q in asked.items() if isinstance(q, Choice)}
+    widest = max((len(q.options) for q in choices.values()), default=0)
+    return [
+        {
+            qid: {**given[qid], "criteria": rotated(given[qid]["criteria"], by)}
+            for qid, q in choices.items()
+            if len(q.options) > by
+        }
+        for by in range(1, widest)
+    ]

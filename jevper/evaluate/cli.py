@@ -20,7 +20,7 @@ from typing import Any
 
 from jevper import ConfigError, JevperError
 from jevper.batch.cli import servers_of
-from jevper.evaluate._ask import ask
+from jevper.evaluate._ask import ask, rotations
 from jevper.evaluate._calibration import Binding, prompt_digest, write_atomically
 from jevper.evaluate._evaluation import DEFAULT_TARGET
 from jevper.evaluate._labels import golds, read_table
@@ -82,6 +82,11 @@ def parser() -> argparse.ArgumentParser:
         help="the same rows asked with a choice's options rotated: its questions file and the batch's "
         "output; repeat per rotation (gives the position bias)",
     )
+    p.add_argument(
+        "--rotations",
+        action="store_true",
+        help="with --server: ask every choice again under each rotation of its options (the position bias)",
+    )
     binding = p.add_argument_group(
         "what the answers came from (with --fit, the calibration is bound to it; with --server, "
         "--model, --method and --surface are also what is asked)"
@@ -110,32 +115,35 @@ def _main(args: argparse.Namespace) -> int:
         raise ConfigError(f"--target-accuracy: expected a share in (0, 1], got {args.target_accuracy}")
     if args.out.exists() and not args.out.is_dir():
         raise ConfigError(f"--out {args.out}: expected a folder, got a file")
+    if args.rotations and not args.server:
+        raise ConfigError("--rotations: expected --server to ask the rotated questions of, got none")
     given, asked = read_questions(args.questions)
     binding = _binding(args, given) if args.fit else None
     answers = args.answers
+    turned: list[tuple[Path, Path]] = [(q, a) for q, a in args.rotated]
     if args.server:
         # Everything the labels can get wrong is found before the first request.
         golds(read_table(args.labelled, args.id_column, "LABELLED"), asked)
         servers = servers_of(argparse.Namespace(server=args.server, model=args.model, slots=args.slots), None)
         args.out.mkdir(parents=True, exist_ok=True)
-        answers = asyncio.run(
-            ask(
-                args.labelled,
-                given,
-                servers,
-                args.out / ASKED,
-                id_column=args.id_column,
-                state_column=args.state_column,
-                api=args.surface or "auto",
-                method=args.method or "auto",
-            )
-        )
+        options = {
+            "id_column": args.id_column,
+            "state_column": args.state_column,
+            "api": args.surface or "auto",
+            "method": args.method or "auto",
+        }
+        answers = asyncio.run(ask(args.labelled, given, servers, args.out / ASKED, **options))
+        for by, questions in enumerate(rotations(given, asked) if args.rotations else [], 1):
+            path = args.out / f"questions.rotated-{by}.json"
+            write_atomically(path, json.dumps(questions, indent=2, ensure_ascii=False) + "\n")
+            output = args.out / f"answers.rotated-{by}.parquet"
+            turned.append((path, asyncio.run(ask(args.labelled, questions, servers, output, **options))))
     evaluation = evaluate_files(
         args.labelled,
         args.questions,
         answers,
         id_column=args.id_column,
-        rotated=[(q, a) for q, a in args.rotated],
+        rotated=turned,
         fit=args.fit,
         folds=args.folds,
         seed=args.seed,
@@ -157,6 +165,7 @@ def _main(args: argparse.Namespace) -> int:
     for qid, q in metrics["questions"].items():
         print(_line(qid, q), flush=True)
     written = (["answers.parquet"] if args.server else []) + ["metrics.json", "report.html"]
+    written += [f"{len(turned)} rotated runs"] if args.rotations else []
     written += ["calibration.json"] if binding else []
     print(f"{PROG}: wrote {', '.join(written)} to {args.out}", flush=True)
     return 0

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jevper import ConfigError, InvalidQuestionError
+from jevper import ConfigError
 from jevper.evaluate import (
     Binding,
     Calibration,
@@ -55,7 +55,7 @@ def test_applying_a_calibration_to_other_answers_is_refused_naming_the_field_tha
     assert refused.value.expected == getattr(BOUND, field)
     assert refused.value.got == "something else"
     assert f"{field} {getattr(BOUND, field)!r}, got 'something else'" in str(refused.value)
-    assert isinstance(refused.value, InvalidQuestionError)
+    assert isinstance(refused.value, ConfigError)
 
 
 def test_a_calibrated_answer_sums_to_one_in_the_questions_option_order() -> None:

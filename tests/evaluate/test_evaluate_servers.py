@@ -46,3 +46,35 @@ def test_labels_that_cannot_be_scored_are_refused_before_any_request(
     assert main([*argv, "--out", str(tmp_path / "out")]) == 2
     assert "column 'team': expected one of the options" in capsys.readouterr().err
     assert len(faults.log) == before
+
+
+def test_rotations_ask_each_choice_again_under_every_rotation_and_give_its_position_bias(
+    tmp_path: Path, faults: FaultServer
+) -> None:
+    out = tmp_path / "out"
+    argv = [
+        str(TICKETS),
+        "--questions",
+        str(QUESTIONS),
+        "--server",
+        faults.base_url(),
+        "--model",
+        faults.model,
+    ]
+    assert main([*argv, "--out", str(out), "--rotations"]) == 0
+    turned = json.loads((out / "questions.rotated-1.json").read_text())
+    assert list(turned) == ["team"]
+    assert list(turned["team"]["criteria"]) == ["technical", "shipping", "account", "billing"]
+    assert sorted(p.name for p in out.glob("answers.rotated-*.parquet")) == [
+        f"answers.rotated-{by}.parquet" for by in (1, 2, 3)
+    ]
+    figures = json.loads((out / "metrics.json").read_text())["questions"]
+    bias = figures["team"]["position_bias"]
+    assert (bias["rows"], bias["rotated_answers"], len(bias["by_position"])) == (240, 720, 4)
+    assert figures["urgency"]["position_bias"] is None
+
+
+def test_rotations_without_a_server_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [str(TICKETS), "--questions", str(QUESTIONS), "--answers", str(TICKETS), "--rotations"]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    assert "--rotations: expected --server" in capsys.readouterr().err
