@@ -115,7 +115,7 @@ def fit_temperature(probabilities: Sequence[Distribution], gold: Sequence[int]) 
     a = high - _GOLDEN * (high - low)
     b = low + _GOLDEN * (high - low)
     fa, fb = loss(a), loss(b)
-    while high - low > 1e-6:
+    while high - low > 1e-4:  # T to within 0.01 %
         if fa <= fb:
             high, b, fb = b, a, fa
             a = high - _GOLDEN * (high - low)
