@@ -13,12 +13,12 @@ from typing import Any
 from jevper._ask import instructions
 from jevper._distribution import choice_confidence
 from jevper._errors import JevperError, ProviderError
+from jevper._failure import judge
 from jevper._json import Json
 from jevper._memory import NATIVE, PROMPT, Memory, Note
 from jevper._options import Options, native_only
 from jevper._routes import Fetch
 from jevper._trace import QuestionTrace, Route, Trace, each
-from jevper._transport import should_retry
 from jevper._wire import model_list, systemone
 from jevper.models import Answer, ChoiceAnswer, NoulAnswer, ScoreAnswer, SystemOneResponse, Usage
 from jevper.questions import Choice, Noul, Question
@@ -68,14 +68,9 @@ def discover(
 
 
 def _unanswered(error: JevperError) -> bool:
-    """A failure that says nothing about the model: the server was not reached in time, or said "not
-    now" (408, 409, 429, or a 5xx other than 501, which answers that the request is not supported)."""
-    if not isinstance(error, ProviderError):
-        return False
-    if error.kind in ("timeout", "unreachable"):
-        return True
-    status = error.status
-    return status is not None and (should_retry(status) or (status >= 500 and status != 501))
+    """A failure that says nothing about the model: the server was not reached in time, or was down or
+    busy (jevper._failure); a 501 answers that the request is not supported."""
+    return isinstance(error, ProviderError) and judge(error).server is not None
 
 
 def answer(

@@ -9,7 +9,8 @@ Retries are jevper's, not the SDK's: a client with ``with_options`` and ``max_re
 anthropic SDKs) is asked with its own retries off, and jevper retries as many times as the caller's
 ``max_retries`` says (at most MAX_RETRIES), only for a transient failure, honouring ``Retry-After`` up
 to RETRY_AFTER_CAP_S. The SDKs would otherwise retry a timeout (tripling a hang) and, in one of them,
-wait out any ``Retry-After`` however long.
+wait out any ``Retry-After`` however long. Which failure is retried, and after how long, is the one failure
+policy's (jevper._failure).
 
 Both clients read the body through the SDK's ``with_streaming_response``, so the timeout bounds the
 whole answer (a slow drip, too: a watchdog for the blocking client, ``asyncio.timeout`` for the async
@@ -19,11 +20,8 @@ one) and MAX_BODY_BYTES its size; a client without it gets ``timeout=`` and is t
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import inspect
 import json
-import math
-import random
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
@@ -31,12 +29,9 @@ from typing import Any, NoReturn, TypeVar
 
 from jevper import _deadline
 from jevper._errors import MalformedAnswerError, ProviderError
+from jevper._failure import RETRY_AFTER_CAP_S, connection_failure, judge, retry_after
 from jevper._wire import PROMPT_RECORDS, PromptSurface, WireResult, build, provider_error, read, read_error
 from jevper._wire.request import WireRequest
-
-#: Exceptions meaning the server could not be reached (a timeout, any class named *Timeout*, is told
-#: apart first).
-_UNREACHABLE = frozenset({"APIConnectionError", "TransportError", "ConnectionError"})
 
 
 def prepare(
@@ -84,10 +79,6 @@ def prepare(
 
 #: The most retries jevper makes for one request, whatever the caller's client allows.
 MAX_RETRIES = 5
-#: The longest Retry-After jevper waits; a server asking for more gets its error reported at once.
-RETRY_AFTER_CAP_S = 30.0
-#: Statuses that mean "not now". A 500 is not among them: llama.cpp refuses some requests with one.
-_RETRY_STATUSES = frozenset({408, 409, 429, 502, 503, 504})
 #: The largest response body jevper reads: far above an answer with logprobs over a long reasoning
 #: trace, and a bound on the memory a runaway or hostile server can take (about twice this at most).
 MAX_BODY_BYTES = 32 * 1024 * 1024
@@ -173,7 +164,8 @@ def whole_body(create: Callable[..., Any], kwargs: dict[str, Any], surface: str,
         # once the headers are in and the deadline has passed. Its clock starts at the headers, a moment
         # after the deadline's, so it comes second unless the machine is busy; then it came first
         # (4 test workers on two cores). Anything else is what it is.
-        if not (alarm.fired or (alarm.sock is not None and alarm.passed() and _timed_out(exc))):
+        timed_out = connection_failure(exc) == "timeout"
+        if not (alarm.fired or (alarm.sock is not None and alarm.passed() and timed_out)):
             raise
     finally:
         _deadline.CURRENT.reset(armed)
@@ -276,71 +268,22 @@ def _retry(
     error = _translated(exc, surface, model, timeout)
     if isinstance(error, ProviderError) and error.retry_after is None:
         # Kept on the error for whoever handles it next (several servers: that server waits, not the others).
-        error.retry_after = _retry_after(exc)
-    if not isinstance(error, ProviderError) or attempt >= retries or error.kind == "timeout":
-        # A timeout already cost the whole budget; it is not tried again.
+        error.retry_after = retry_after(exc)
+    failure = judge(error, attempt)
+    if not failure.retry or attempt >= retries:
         return error, None
-    if error.kind == "unreachable":
-        # A refused or reset connection is worth another try.
-        return error, retry_delay(attempt, None)
-    if not should_retry(error.status):
-        return error, None
-    after = _retry_after(exc)
-    if after is None:
-        return error, retry_delay(attempt, None)
-    if after > RETRY_AFTER_CAP_S:
+    if failure.wait is None and isinstance(error, ProviderError) and error.retry_after is not None:
         waited = ProviderError(
-            f"{error}; the server asked to retry after {after:g} s, longer than the {RETRY_AFTER_CAP_S:g} s "
-            "jevper waits — try again later",
+            f"{error}; the server asked to retry after {error.retry_after:g} s, longer than the "
+            f"{RETRY_AFTER_CAP_S:g} s jevper waits — try again later",
             status=error.status,
             server_message=error.server_message,
             kind=error.kind,
             field=error.field,
-            retry_after=after,
+            retry_after=error.retry_after,
         )
         return waited, None
-    return error, retry_delay(attempt, after)
-
-
-def should_retry(status: int | None) -> bool:
-    """A status that means "not now"; a 400 or any other refusal is the answer, never retried."""
-    return status in _RETRY_STATUSES
-
-
-#: How far the delays of retries that would fall together are spread: questions of one call that meet
-#: the same 429 would otherwise all come back at the same instant, and meet it again.
-JITTER = 0.25
-
-
-def retry_delay(attempt: int, retry_after: float | None, rand: Callable[[], float] = random.random) -> float:
-    """Seconds to wait before retry number ``attempt + 1``: the server's Retry-After, stretched by up to
-    JITTER (never shorter than asked), or an exponential backoff, shortened by up to JITTER."""
-    if retry_after is not None:
-        return retry_after * (1 + JITTER * rand())
-    return float(min(0.5 * 2**attempt, 8.0)) * (1 - JITTER * rand())
-
-
-def _retry_after(exc: Exception) -> float | None:
-    """Seconds from the error's Retry-After (or retry-after-ms) header; None when absent or unreadable."""
-    headers = getattr(getattr(exc, "response", None), "headers", None)
-    if headers is None:
-        return None
-    try:
-        millis = headers.get("retry-after-ms")
-        if millis is not None:
-            seconds = float(millis) / 1000
-        else:
-            value = headers.get("retry-after")
-            if value is None:
-                return None
-            try:
-                seconds = float(value)
-            except ValueError:
-                date = email.utils.parsedate_to_datetime(value)
-                seconds = date.timestamp() - time.time()
-    except (TypeError, ValueError, AttributeError):
-        return None
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+    return error, failure.wait
 
 
 def _read(surface: PromptSurface, response: object, model: str) -> WireResult:
@@ -386,18 +329,14 @@ def as_body(surface: str, response: object) -> Mapping[str, Any]:
     )
 
 
-def _timed_out(exc: BaseException) -> bool:
-    """A timeout of any HTTP library (httpx's, the SDKs', the standard library's): by its class name."""
-    return any("Timeout" in cls.__name__ for cls in type(exc).__mro__)
-
-
 def _translated(exc: Exception, surface: str, model: str, timeout: float) -> Exception:
     if isinstance(exc, ProviderError):
         return exc
     status = getattr(exc, "status_code", None)
     if isinstance(status, int) and not isinstance(status, bool):
         return provider_error(read_error(status, _error_body(exc), model=model), surface, model=model)
-    if _timed_out(exc):
+    failed = connection_failure(exc)
+    if failed == "timeout":
         return ProviderError(
             f"{surface}: expected an answer within the {timeout:g} s timeout, got none by then "
             f"({type(exc).__name__}); raise timeout=, lower max_tokens, or check that the server is not "
@@ -406,7 +345,7 @@ def _translated(exc: Exception, surface: str, model: str, timeout: float) -> Exc
             server_message=str(exc),
             kind="timeout",
         )
-    if any(cls.__name__ in _UNREACHABLE for cls in type(exc).__mro__):
+    if failed == "unreachable":
         return ProviderError(
             f"{surface}: expected an answer, but the server could not be reached ({type(exc).__name__}: "
             f"{exc}); check the base_url, that the server runs, and the timeout",

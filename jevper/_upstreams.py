@@ -7,16 +7,15 @@ decides where a call goes and what a failure means for that server::
     pool = Upstreams([Upstream("http://a:8080/v1", "m", slots=4), Upstream("http://b:8080/v1", "m")])
     answer = await pool.ask(lambda client: client.system_one(state=..., questions=...), attempts=4)
 
-    async with pool.lease() as lease:      # or by hand: the server with the most room, held meanwhile
-        answer = await lease.client.system_one(...)
-
-A server that fails (refused connection, reset, timeout, a 5xx) is taken out for a cool-down that
-doubles with each failure in a row (``cool_down`` up to ``max_cool_down`` seconds); then it is asked one
-call at a time until one succeeds. A 429 (or a 503 with ``Retry-After``) pauses that server alone for
-as long as it asked. ``ask`` moves a call the server failed to another server; any other error (a 400,
-an answer that cannot be read) is the call's own and is raised at once. When every server has failed
-``give_up_after`` times in a row and is out, ``acquire`` raises ``NoUpstreamError`` instead of waiting
-(each server's cool-down still ends, and it is asked again after it).
+What a failure says about the server is the one failure policy's (``jevper._failure``). A server that
+is down (refused connection, reset, timeout, a 502, a 5xx in words the wording table does not know) is
+taken out for a cool-down that doubles with each failure in a row (``cool_down`` up to
+``max_cool_down`` seconds); then it is asked one call at a time until one succeeds. A busy one (a 429,
+a 503 with ``Retry-After``) is paused alone for as long as it asked. ``ask`` moves a call the server
+failed to another server; any other error (a 400, a 501, llama.cpp's 500 for a request it will not
+take, an answer that cannot be read) is the call's own and is raised at once. When every server has
+failed ``give_up_after`` times in a row and is out, ``acquire`` raises ``NoUpstreamError`` instead of
+waiting (each server's cool-down still ends, and it is asked again after it).
 """
 
 from __future__ import annotations
@@ -25,11 +24,12 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
 from jevper._errors import ConfigError, ProviderError
+from jevper._failure import Failure, judge, server_failure
 from jevper.async_client import AsyncSystemOneClient
 
 __all__ = ["Lease", "NoUpstreamError", "Upstream", "UpstreamStatus", "Upstreams", "blame", "server_failure"]
@@ -83,35 +83,11 @@ class UpstreamStatus:
 
 def blame(error: BaseException) -> Literal["down", "busy"] | None:
     """What an error says about the server that gave it: ``down`` (take it out), ``busy`` (it asked to
-    wait), or None (the call's own error: a 400, an unreadable answer; another server would do the same).
-
-    An error raised from a server's failure (``raise ... from``) is that failure's: the label readout's
-    corrective retry that found the server gone is a ``LabelReadoutError`` caused by a ``ProviderError``.
+    wait), or None (the call's own error: a 400, a 501, an unreadable answer; another server would do the
+    same), as the failure policy judges it. An error raised from a server's failure (``raise ... from``)
+    is that failure's.
     """
-    cause = server_failure(error)
-    if cause is None:
-        return None
-    error = cause
-    if error.kind in ("unreachable", "timeout"):
-        return "down"
-    status = error.status
-    if status == 429 or (status == 503 and error.retry_after is not None):
-        return "busy"
-    if status is not None and (status >= 500 or status == 408):
-        return "down"
-    return None
-
-
-def server_failure(error: BaseException) -> ProviderError | None:
-    """The ``ProviderError`` an error is, or was raised from (its ``__cause__`` chain), if any."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        if isinstance(current, ProviderError):
-            return current
-        seen.add(id(current))
-        current = current.__cause__
-    return None
+    return judge(error).server
 
 
 class _Server:
@@ -153,11 +129,11 @@ class Lease:
     def succeeded(self) -> None:
         self._close(None)
 
-    def failed(self, error: BaseException) -> bool:
-        """Report the call's error; True when it was the server's (the call may go to another server)."""
-        said = blame(error)
-        self._close((said, error))
-        return said is not None
+    def failed(self, error: BaseException) -> Failure:
+        """Report the call's error; what it says (``server`` set: the call may go to another server)."""
+        failure = judge(error)
+        self._close((failure.server, error))
+        return failure
 
     def _close(self, outcome: tuple[Literal["down", "busy"] | None, BaseException] | None) -> None:
         if self._open:
@@ -241,20 +217,6 @@ class Upstreams:
                         self._waiters.remove(entry)
                         self._avoiding -= bool(avoid)
 
-    @contextlib.asynccontextmanager
-    async def lease(self) -> AsyncIterator[Lease]:
-        """``acquire`` as a block: success when it ends normally, its exception reported otherwise."""
-        held = await self.acquire()
-        try:
-            yield held
-        except BaseException as error:
-            if isinstance(error, Exception):
-                held.failed(error)
-            else:  # cancelled: says nothing about the server
-                held._close(None)
-            raise
-        held.succeeded()
-
     async def ask(self, call: Callable[[AsyncSystemOneClient], Awaitable[T]], *, attempts: int = 3) -> T:
         """``call`` on the server with the most room; again on another (up to ``attempts`` in all) while
         the error is the server's. The call's own errors, and the last server's, are raised."""
@@ -271,7 +233,7 @@ class Upstreams:
                 raise
             except Exception as error:
                 tried += 1
-                if not held.failed(error) or tried >= attempts:
+                if held.failed(error).server is None or tried >= attempts:
                     raise
                 failed_here.add(held._server)
                 continue

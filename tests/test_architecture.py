@@ -11,7 +11,7 @@ import jevper
 
 PACKAGE = Path(__file__).resolve().parents[1] / "jevper"
 #: The client core's private modules the harness may still use, as ARCHITECTURE.md says.
-HARNESS_MAY_USE = {"jevper._wire", "jevper._errors", "jevper._deadline"}
+HARNESS_MAY_USE = {"jevper._wire", "jevper._errors", "jevper._deadline", "jevper._failure"}
 #: The packages built on the client: it imports none of them.
 ABOVE_THE_CLIENT = (
     "jevper.probe",
@@ -62,6 +62,10 @@ def under(module: str, package: str) -> bool:
 def test_the_wire_format_imports_nothing_of_jevper_but_itself_and_the_errors(module: str) -> None:
     strays = {m for m in IMPORTS[module] if not under(m, "jevper._wire") and m != "jevper._errors"}
     assert strays == set()
+
+
+def test_the_failure_policy_imports_nothing_of_jevper_but_the_errors() -> None:
+    assert IMPORTS["jevper._failure"] <= {"jevper._errors"}
 
 
 def test_every_module_the_rules_name_exists() -> None:
@@ -130,8 +134,8 @@ PUBLIC = {
 
 
 @pytest.mark.parametrize("module", [m for m in IMPORTS if m == "jevper._upstreams"])
-def test_the_upstreams_pool_stands_on_the_public_async_client_alone(module: str) -> None:
-    assert IMPORTS[module] - PUBLIC == set()
+def test_the_upstreams_pool_stands_on_the_public_client_and_the_failure_policy(module: str) -> None:
+    assert IMPORTS[module] - PUBLIC - {"jevper._failure"} == set()
 
 
 @pytest.mark.parametrize("module", [m for m in IMPORTS if under(m, "jevper.batch")])

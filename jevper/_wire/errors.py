@@ -77,6 +77,14 @@ WORDINGS: tuple[Wording, ...] = (
     _w("vLLM", 400, r"(?P<field>n) must be 1 when using greedy sampling", "field_refused"),
     _w("vLLM", 400, r"Parameter '(?P<field>\w+)' must be", "field_refused"),
     _w("llama.cpp", 400, r"^Field '(?P<field>[^']+)'", "field_refused"),
+    # llama.cpp answers 500 for a body its JSON library will not take (a field of the wrong type from
+    # extra_body): the request's fault, not the server's, whatever the status says.
+    _w(
+        "llama.cpp",
+        500,
+        r"^\[json\.exception\.(?:type_error|parse_error|out_of_range)\.\d+\]",
+        "field_refused",
+    ),
     _w("ollama", 400, r"invalid (?P<field>\w+) value", "field_refused"),
     _w("LM Studio", 400, r"Expected boolean, received number", "field_refused"),
     _w("vLLM", 400, r"(?P<field>max_tokens)=\d+ cannot be greater than", "field_refused"),

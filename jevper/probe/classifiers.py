@@ -13,7 +13,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jevper._errors import JevperError, MalformedAnswerError
-from jevper._wire import PROMPT_RECORDS, ErrorBody, WireResult, prompt_record, read, read_error
+from jevper._failure import judge
+from jevper._wire import (
+    PROMPT_RECORDS,
+    ErrorBody,
+    WireResult,
+    prompt_record,
+    provider_error,
+    read,
+    read_error,
+)
 from jevper._wire.systemone import body_violations
 from jevper.probe.cassettes import Exchange
 from jevper.probe.catalogue import Probe
@@ -69,17 +78,13 @@ def on_answer(
     return register
 
 
-#: Statuses that mean "not now" (rate limit, bad gateway, unavailable, gateway timeout), never "no".
-TRANSIENT_STATUSES = frozenset({429, 502, 503, 504})
-
-
 def classify(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     """The verdict for one probe; a probe with no exchange, or a body no reader takes, is a fault."""
     if not exchanges:
         return Verdict("fault", "no exchange was recorded", "")
     last = exchanges[-1]
-    if last.status in TRANSIENT_STATUSES:
-        # Overload or a proxy's failure says nothing about the probed feature; it is not a refusal.
+    if last.status != 200 and judge(provider_error(_error(last), probe.surface)).retry:
+        # "Not now" (overload, a proxy's failure) says nothing about the probed feature; it is no refusal.
         return Verdict("fault", f"{last.status}: the server was unavailable, try again", excerpt(last.text))
     try:
         verdict = CLASSIFIERS[probe.classifier](probe, exchanges)

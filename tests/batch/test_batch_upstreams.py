@@ -140,8 +140,12 @@ def test_when_every_server_fails_over_and_over_the_pool_says_none_can_be_reached
         (503, "other", None, "down"),
         (503, "other", 2.0, "busy"),
         (429, "other", None, "busy"),
+        (409, "other", None, "busy"),
         (400, "other", None, None),
         (404, "unknown_model", None, None),
+        (501, "not_supported", None, None),
+        (500, "system_position", None, None),
+        (500, "field_refused", None, None),
     ],
 )
 def test_an_error_is_blamed_on_the_server_only_when_another_server_could_answer(
@@ -222,3 +226,76 @@ def test_a_slot_freed_reaches_a_waiting_call_queued_behind_one_that_passes_over_
         assert (await asyncio.wait_for(choosy, 2)).upstream == two.upstream
 
     asyncio.run(asyncio.wait_for(run(), 20))
+
+
+def sdk_client(spec: Upstream) -> AsyncSystemOneClient:
+    from openai import AsyncOpenAI
+
+    # Three retries allowed: what jevper retries of its own accord shows in the requests a server got.
+    return AsyncSystemOneClient(
+        AsyncOpenAI(base_url=spec.base_url, api_key="none", max_retries=3), model=spec.model
+    )
+
+
+async def system_one(client: AsyncSystemOneClient) -> Any:
+    return await client.system_one(state="x", questions=QUESTIONS, api="systemone")
+
+
+#: A server's refusal of one request, in its own words: another server would refuse the same.
+REFUSALS = {
+    "llama.cpp's 501 for a model that is not a decision model": (501, "This model is not a decision model"),
+    "llama.cpp's 500 for a system turn after a user turn": (500, "System message must be at the beginning."),
+    "llama.cpp's 500 for a field of the wrong type": (
+        500,
+        "[json.exception.type_error.302] type must be number, but is string",
+    ),
+}
+
+
+@pytest.mark.parametrize("refusal", list(REFUSALS))
+def test_a_refusal_of_the_request_is_raised_once_and_takes_no_server_out_for_the_other_calls(
+    refusal: str,
+) -> None:
+    status, words = REFUSALS[refusal]
+    first, second = Script(), healthy_script(4)
+    first.reply("/systemone", status, {"error": {"code": status, "message": words, "type": "server_error"}})
+    for _ in range(4):
+        first.reply("/systemone", 200, HEALTHY)
+
+    async def run(urls: list[str]) -> None:
+        pool = Upstreams([Upstream(url, "fault-model", slots=1) for url in urls], sdk_client)
+        with pytest.raises(ProviderError) as refused:
+            await pool.ask(system_one, attempts=3)
+        assert refused.value.status == status
+        # Asked once: neither retried on the server that refused nor moved to the other.
+        assert (len(first.requests), len(second.requests)) == (1, 0)
+        assert [(s.failed, s.out_for) for s in pool.status()] == [(0, 0.0), (0, 0.0)]
+        # Both servers take the next calls at once, with all their slots.
+        await asyncio.gather(*(pool.ask(system_one) for _ in range(4)))
+        assert len(first.requests) > 1
+        await pool.aclose()
+
+    with running(script=first) as a, running(script=second) as b:
+        asyncio.run(asyncio.wait_for(run([a.base_url(), b.base_url()]), 20))
+
+
+def test_a_servers_cool_down_doubles_with_each_failure_in_a_row_up_to_its_cap() -> None:
+    async def run() -> list[float]:
+        now = 0.0
+        pool = Upstreams(
+            [Upstream("http://127.0.0.1:9/v1", "m", slots=1)],
+            offline,
+            cool_down=1.0,
+            max_cool_down=5.0,
+            give_up_after=10,
+            clock=lambda: now,
+        )
+        outs: list[float] = []
+        for _ in range(5):
+            held = await pool.acquire()  # back on trial as its cool-down ends
+            held.failed(ProviderError("refused", status=None, server_message="refused", kind="unreachable"))
+            outs.append(pool.status()[0].out_for)
+            now += outs[-1]
+        return outs
+
+    assert asyncio.run(run()) == [1.0, 2.0, 4.0, 5.0, 5.0]

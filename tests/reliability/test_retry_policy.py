@@ -10,7 +10,7 @@ import pytest
 from openai import AsyncOpenAI, OpenAI
 
 from jevper import AsyncSystemOneClient, Choice, ProviderError, SystemOneClient
-from jevper._transport import JITTER, retry_delay, should_retry
+from jevper._failure import JITTER, judge, retry_delay
 from jevper.testing.bodies import chat_label
 from jevper.testing.faults import running
 from jevper.testing.script import Request, Script
@@ -57,14 +57,18 @@ def test_the_async_client_never_retries_a_400_either(script: tuple[Script, str])
     assert len(state.requests) == 1
 
 
+def refused(status: int) -> ProviderError:
+    return ProviderError("x", status=status, server_message="x")
+
+
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 422, 500, 501])
 def test_a_refusal_is_not_a_reason_to_retry(status: int) -> None:
-    assert not should_retry(status)
+    assert not judge(refused(status)).retry
 
 
 @pytest.mark.parametrize("status", [408, 409, 429, 502, 503, 504])
 def test_not_now_statuses_are_retried(status: int) -> None:
-    assert should_retry(status)
+    assert judge(refused(status)).retry
 
 
 def test_the_delay_never_comes_before_the_servers_retry_after_and_backoff_never_exceeds_its_base() -> None:

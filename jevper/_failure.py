@@ -1,0 +1,197 @@
+"""The one failure policy: what an error says about the server that gave it, whether asking again may be
+answered, and after how long.
+
+Everything in jevper that retries or routes around a server asks ``judge``: the client's retry loop
+(``_transport``), the System One discovery (``_native``), the several-servers pool (``_upstreams``) and
+the harness's verdicts (``probe.classifiers``). Nothing else reads a status or an exception's class to
+decide it.
+
+A refusal the wording table (``_wire.errors``) recognised is the request's answer, whatever its status:
+llama.cpp's 500 for a system turn after a user turn, or its 501 for a model that is not a decision model,
+is never retried and never takes a server out. Timeouts and unreachable servers are recognised by the
+exception's type (the standard library's, httpx's, the SDKs', aiohttp's). The SDKs, httpx and aiohttp
+are looked up among the modules already imported, never imported here: no exception of theirs exists
+before they are.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from jevper._errors import ProviderError
+
+__all__ = [
+    "JITTER",
+    "RETRY_AFTER_CAP_S",
+    "Failure",
+    "connection_failure",
+    "judge",
+    "retry_after",
+    "retry_delay",
+    "server_failure",
+]
+
+#: What a failure says about the server: ``down`` (take it out for a while), ``busy`` (it asked to wait).
+ServerState: TypeAlias = Literal["down", "busy"]
+#: A failure before any answer arrived, as ``ProviderError.kind`` names it.
+ConnectionFailure: TypeAlias = Literal["timeout", "unreachable"]
+
+#: The longest Retry-After jevper waits; a server asking for more gets its error reported at once.
+RETRY_AFTER_CAP_S = 30.0
+#: How far the delays of retries that would fall together are spread: questions of one call that meet
+#: the same 429 would otherwise all come back at the same instant, and meet it again.
+JITTER = 0.25
+#: The backoff without a Retry-After: BACKOFF_S, doubled with each retry, up to BACKOFF_CAP_S.
+BACKOFF_S = 0.5
+BACKOFF_CAP_S = 8.0
+
+#: "Not now" from a server that answered: it is down (a proxy or the server says it cannot answer) or
+#: busy (it asked the client to come back). A 503 with a Retry-After is busy.
+_DOWN = frozenset({408, 502, 503, 504})
+_BUSY = frozenset({409, 429})
+#: The kind of a refusal the wording table did not recognise: only its status speaks.
+_UNRECOGNISED = "other"
+
+#: (module, class) of each library's timeout, then of its connection failure. A timeout is told apart
+#: first: the SDKs' APITimeoutError is an APIConnectionError, aiohttp's and the standard library's are
+#: OSErrors. The openai and anthropic SDKs send through httpx, or through its fork httpx2 in their
+#: later releases; a read of a streamed body raises that library's own error.
+_TIMEOUTS = (
+    ("httpx", "TimeoutException"),
+    ("httpx2", "TimeoutException"),
+    ("openai", "APITimeoutError"),
+    ("anthropic", "APITimeoutError"),
+    ("aiohttp", "ServerTimeoutError"),
+)
+_UNREACHABLE = (
+    ("httpx", "TransportError"),
+    ("httpx2", "TransportError"),
+    ("openai", "APIConnectionError"),
+    ("anthropic", "APIConnectionError"),
+    ("aiohttp", "ClientConnectionError"),
+)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What one error says.
+
+    ``retry``: the same request, asked again later, may be answered ("not now": refused or reset
+    connections, 408, 409, 429, 502, 503, 504). A timeout is not retried: it cost the call its whole
+    budget. ``server``: ``down`` (take it out), ``busy`` (it asked to wait) or None (the call's own
+    error: another server would answer the same). ``wait``: seconds before asking again, when retried:
+    the server's Retry-After, stretched by up to JITTER, or a backoff shortened by up to JITTER; None when
+    not retried, or when the server asked for longer than RETRY_AFTER_CAP_S (report the error instead).
+    """
+
+    retry: bool
+    server: ServerState | None
+    wait: float | None
+
+
+#: The call's own error.
+OWN = Failure(retry=False, server=None, wait=None)
+
+
+def judge(error: BaseException, attempt: int = 0, rand: Callable[[], float] = random.random) -> Failure:
+    """What ``error`` says: a ``ProviderError``, an error raised from one, or what a client raised.
+
+    ``attempt`` counts the retries made already (the backoff doubles with each); ``rand`` draws the
+    jitter, in [0, 1).
+    """
+    cause = server_failure(error)
+    if cause is None:
+        kind: str | None = connection_failure(error)
+        status, asked = None, None
+    else:
+        kind, status, asked = cause.kind, cause.status, cause.retry_after
+    if kind == "timeout":
+        return Failure(retry=False, server="down", wait=None)
+    if kind == "unreachable":
+        return Failure(retry=True, server="down", wait=retry_delay(attempt, None, rand))
+    if kind != _UNRECOGNISED or status is None:
+        # The wording table knew it (a 501, a 4xx-like 500): the request's answer, whatever the status.
+        return OWN
+    if status in _BUSY or (status == 503 and asked is not None):
+        server: ServerState = "busy"
+    elif status in _DOWN:
+        server = "down"
+    elif status >= 500 and status != 501:
+        # A 500 in words the table does not know: the server may be broken, or it may refuse this request
+        # (llama.cpp refuses some so). Taken out, so the call goes elsewhere; not asked again here.
+        return Failure(retry=False, server="down", wait=None)
+    else:
+        return OWN
+    if asked is not None and asked > RETRY_AFTER_CAP_S:
+        return Failure(retry=True, server=server, wait=None)
+    return Failure(retry=True, server=server, wait=retry_delay(attempt, asked, rand))
+
+
+def retry_delay(attempt: int, retry_after: float | None, rand: Callable[[], float] = random.random) -> float:
+    """Seconds to wait before retry number ``attempt + 1``: the server's Retry-After, stretched by up to
+    JITTER (never shorter than asked), or an exponential backoff, shortened by up to JITTER."""
+    if retry_after is not None:
+        return retry_after * (1 + JITTER * rand())
+    return float(min(BACKOFF_S * 2**attempt, BACKOFF_CAP_S)) * (1 - JITTER * rand())
+
+
+def server_failure(error: BaseException) -> ProviderError | None:
+    """The ``ProviderError`` an error is, or was raised from (its ``__cause__`` chain), if any: the label
+    readout's corrective retry that found the server gone is a ``LabelReadoutError`` caused by one."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ProviderError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__
+    return None
+
+
+def connection_failure(error: BaseException) -> ConnectionFailure | None:
+    """``timeout`` or ``unreachable`` for an exception of those types (of any HTTP library jevper is
+    used with), None for any other."""
+    if isinstance(error, (TimeoutError, *_loaded(_TIMEOUTS))):
+        return "timeout"
+    if isinstance(error, (OSError, *_loaded(_UNREACHABLE))):
+        return "unreachable"
+    return None
+
+
+def _loaded(names: tuple[tuple[str, str], ...]) -> tuple[type[BaseException], ...]:
+    found: list[type[BaseException]] = []
+    for module, name in names:
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            found.append(cls)
+    return tuple(found)
+
+
+def retry_after(error: BaseException) -> float | None:
+    """Seconds from the error's Retry-After (or retry-after-ms) header; None when absent or unreadable."""
+    headers = getattr(getattr(error, "response", None), "headers", None)
+    if headers is None:
+        return None
+    try:
+        millis = headers.get("retry-after-ms")
+        if millis is not None:
+            seconds = float(millis) / 1000
+        else:
+            value = headers.get("retry-after")
+            if value is None:
+                return None
+            try:
+                seconds = float(value)
+            except ValueError:
+                date = email.utils.parsedate_to_datetime(value)
+                seconds = date.timestamp() - time.time()
+    except (TypeError, ValueError, AttributeError):
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
