@@ -20,11 +20,13 @@ from jevper._errors import (
     JevperError,
     LabelReadoutError,
     MalformedAnswerError,
+    ProviderError,
 )
+from jevper._memory import PROMPT, Memory
 from jevper._options import Options, Overrides
 from jevper._prompt import state_turns
 from jevper._routes import Fetch
-from jevper._trace import QuestionTrace, Trace, each
+from jevper._trace import QuestionTrace, Route, Trace, each
 from jevper._usage import total
 from jevper._wire import decisions as wire
 from jevper.decision_answers import (
@@ -45,12 +47,17 @@ READ_FAILURES = (LabelReadoutError, MalformedAnswerError, IncompleteAnswerError)
 
 @dataclass(frozen=True)
 class DecisionCall:
-    """One Decisions call: the request as validated, its options, and for jevper's own surfaces the plan
-    its questions are asked by (None when the server's POST /v1/decisions answers it)."""
+    """One Decisions call: the request as validated, and its options."""
 
     request: DecisionRequest
     options: Options
-    plan: Plan | None
+
+    def prompt_plan(self) -> Plan:
+        """The plan its questions are asked by on jevper's own surfaces (System One, the prompt surfaces),
+        refused before any request there when they cannot carry the input (an image)."""
+        state = self.request.state(f"api={self.options.api!r}")
+        questions = tuple((qid(i), q.question) for i, q in enumerate(self.request.questions))
+        return Plan(self.options, state_turns(state), questions, _json.checked("state", state))
 
 
 def qid(index: int) -> str:
@@ -85,33 +92,66 @@ def body(
 def plan(
     options: Options, body: Mapping[str, Any], instructions: object, overrides: Overrides
 ) -> DecisionCall:
-    """The call, checked before any request: the request by the schema, then what the surface in use
-    cannot carry (an image where no surface reads one)."""
+    """The call, its request checked by the schema before any request."""
     request = decision_request(body, instructions=instructions)
     options = options.overridden(overrides)
     if request.model != options.model:
         options = replace(options, model=request.model)
+    return DecisionCall(request, options)
+
+
+def asks_natively(options: Options, memory: Memory) -> bool:
+    """Whether the call goes to the server's POST /v1/decisions first: api="decisions"; or api="auto"
+    with nothing the route cannot carry (a method, examples, a thinking budget), for a model not known
+    to lack the route."""
     if options.api == wire.SURFACE:
-        return DecisionCall(request, options, None)
-    state = request.state(f"api={options.api!r}")
-    questions = tuple((qid(i), q.question) for i, q in enumerate(request.questions))
-    return DecisionCall(
-        request, options, Plan(options, state_turns(state), questions, _json.checked("state", state))
-    )
+        return True
+    if options.api != "auto" or options.method != "auto" or options.examples or options.reasoning:
+        return False
+    note = memory.decisions_route(options.model)
+    return note is None or note.value == wire.SURFACE
 
 
-def native(call: DecisionCall) -> Generator[Fetch, Mapping[str, Any], DecisionResponse]:
-    """api="decisions": the whole call in one POST /v1/decisions, its body read by the schema."""
+def native(
+    call: DecisionCall, memory: Memory
+) -> Generator[Fetch, Mapping[str, Any], DecisionResponse | None]:
+    """The whole call in one POST /v1/decisions, its body read by the schema. Under api="auto" a server
+    without the route (404, 405, 501) or that answers it in another shape is remembered as such, once per
+    model, and None sends this call (and, then, the model's later ones) to jevper's own surfaces; so
+    does any other refusal, for this call alone."""
     options = call.options
+    auto = options.api == "auto"
     asked = call.request.body()
     body = wire.build(asked, options.extra_body)
-    raw = yield Fetch("POST", wire.ROUTE, body, options.model, options.timeout)
-    result = wire.read(raw, asked["questions"], model=options.model)
+    try:
+        raw = yield Fetch("POST", wire.ROUTE, body, options.model, options.timeout)
+        result = wire.read(raw, asked["questions"], model=options.model)
+    except (ProviderError, MalformedAnswerError) as error:
+        if not auto:
+            raise
+        if _not_served(error):
+            memory.settle_decisions(
+                options.model, PROMPT, f"POST /v1/decisions did not answer in OpenAI's shape: {error}"
+            )
+        return None
+    if auto and memory.decisions_route(options.model) is None:
+        memory.settle_decisions(options.model, wire.SURFACE, "POST /v1/decisions answered in OpenAI's shape")
     response = from_api(result.raw)
     count = len(call.request.questions)
     why = f"one POST /v1/decisions request carried all {count} question(s) of the call"
-    trace = Trace(each([qid(i) for i in range(count)], QuestionTrace("native", wire.SURFACE, 1, (why,))), {})
+    route = None if not auto else Route(wire.SURFACE, "the server answers POST /v1/decisions itself")
+    trace = Trace(
+        each([qid(i) for i in range(count)], QuestionTrace("native", wire.SURFACE, 1, (why,))), {}, route
+    )
     return replace(response, debug=trace.to_dict())
+
+
+def _not_served(error: JevperError) -> bool:
+    """A refusal that says the server has no Decisions route of OpenAI's shape, rather than "not now"."""
+    if isinstance(error, MalformedAnswerError):
+        return True
+    assert isinstance(error, ProviderError)
+    return error.kind in ("missing_route", "not_supported") or error.status in (404, 405, 501)
 
 
 def from_system_one(call: DecisionCall, response: SystemOneResponse) -> DecisionResponse:

@@ -43,6 +43,9 @@ class Memory:
     unanswered: dict[str, tuple[int, Note]] = field(default_factory=dict)
     # the label grammar held here: a reply of exactly one label, ended by the grammar, with no trace
     held: set[tuple[str, PromptSurface]] = field(default_factory=set)
+    # api="auto", decisions.create: model -> "decisions" (the server's POST /v1/decisions answers it) or
+    # PROMPT (it has no such route, or answers it in another shape), and why
+    decisions: dict[str, Note] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def route(self, model: str) -> PromptSurface:
@@ -111,6 +114,13 @@ class Memory:
             return settled
         failed = self.unanswered.get(model)
         return None if failed is None else failed[1]
+
+    def decisions_route(self, model: str) -> Note | None:
+        return self.decisions.get(model)
+
+    def settle_decisions(self, model: str, value: str, why: str) -> None:
+        with self._lock:
+            self.decisions[model] = Note(value, why)
 
     def server_limits(self, model: str, surface: PromptSurface) -> dict[str, str]:
         return dict(self.limits.get((model, surface), {}))

@@ -181,12 +181,15 @@ class AsyncDecisions:
             safety_identifier,
         )
         call = _decisions.plan(client.options, body, instructions, overrides)
-        if call.plan is None:
-            return await client._drive(_decisions.native(call), client._fetch)
-        native = await client._natively(call.plan)
+        if _decisions.asks_natively(call.options, client._memory):
+            answered = await client._drive(_decisions.native(call, client._memory), client._fetch)
+            if answered is not None:
+                return answered
+        plan = call.prompt_plan()
+        native = await client._natively(plan)
         if native is not None:
             return _decisions.from_system_one(call, native)
-        outcomes = await client._each(call.plan, self._outcome)
+        outcomes = await client._each(plan, self._outcome)
         return _decisions.assembled(call, outcomes)
 
     async def _outcome(

@@ -147,7 +147,10 @@ class SystemOneClient(BaseClient):
 
 class Decisions:
     """``SystemOneClient.decisions``: OpenAI's Decisions API answered through the client's surface and method
-    (its options, and a call's overrides, apply), or natively by the server with ``api="decisions"``."""
+    (its options, and a call's overrides, apply), or natively by the server with ``api="decisions"``. Under
+    ``api="auto"`` (and ``method="auto"``) the server's own POST /v1/decisions is asked first; a server
+    without it (or answering it in another shape) is remembered so, once per model, and its questions are
+    asked as ``system_one`` would ask them."""
 
     def __init__(self, client: SystemOneClient) -> None:
         self._client = client
@@ -167,7 +170,7 @@ class Decisions:
         answer cannot be read as a refusal among them. ``instructions`` (this client's addition) lead the
         input as a developer message; ``prompt_cache_key`` is sent as the API's and as the client's own.
         An invalid request, or an image where the surface in use reads none, is refused before any request
-        with an ``InvalidDecisionError`` naming the param."""
+        there with an ``InvalidDecisionError`` naming the param."""
         client = self._client
         client._check_open()
         body = _decisions.body(
@@ -180,12 +183,15 @@ class Decisions:
             safety_identifier,
         )
         call = _decisions.plan(client.options, body, instructions, overrides)
-        if call.plan is None:
-            return client._drive(_decisions.native(call), client._fetch)
-        native = client._natively(call.plan)
+        if _decisions.asks_natively(call.options, client._memory):
+            answered = client._drive(_decisions.native(call, client._memory), client._fetch)
+            if answered is not None:
+                return answered
+        plan = call.prompt_plan()
+        native = client._natively(plan)
         if native is not None:
             return _decisions.from_system_one(call, native)
         outcomes = client._each(
-            call.plan, lambda plan, qid, q: _decisions.outcome(lambda: client._answer(plan, qid, q))
+            plan, lambda plan, qid, q: _decisions.outcome(lambda: client._answer(plan, qid, q))
         )
         return _decisions.assembled(call, outcomes)

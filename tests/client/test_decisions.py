@@ -56,6 +56,26 @@ QUESTIONS: list[dict[str, Any]] = [
     },
 ]
 INPUT = "I was charged twice for the same subscription this month."
+#: A Chat Completions answer: label A, with its alternatives.
+LABEL = {
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "stop",
+            "message": {"role": "assistant", "content": "A"},
+            "logprobs": {
+                "content": [
+                    {
+                        "token": "A",
+                        "logprob": -0.1,
+                        "top_logprobs": [{"token": "A", "logprob": -0.1}, {"token": "B", "logprob": -2.4}],
+                    }
+                ]
+            },
+        }
+    ],
+    "usage": {"prompt_tokens": 20, "completion_tokens": 1},
+}
 
 
 def body(**changes: Any) -> dict[str, Any]:
@@ -351,7 +371,7 @@ def test_an_image_in_a_questions_instructions_is_refused_naming_the_part(loopbac
         ],
     }
     with pytest.raises(InvalidDecisionError) as refused:
-        client(loopback.url).decisions.create(input=INPUT, questions=[question])
+        client(loopback.url, api="responses").decisions.create(input=INPUT, questions=[question])
     assert refused.value.param == "questions[0].instructions[1]"
     assert loopback.requests == []
 
@@ -652,3 +672,76 @@ def test_a_response_is_checked_against_the_questions_asked(mutate: Any, named: s
     mutate(broken)
     found = body_violations(broken, asked)
     assert found and any(line.startswith(named) for line in found), found
+
+
+# ---- api="auto": the server's own route, found once --------------------------------------------------------
+
+
+def test_auto_asks_the_servers_own_route_first_and_keeps_asking_it(loopback: Any) -> None:
+    loopback.reply("/decisions", 200, NATIVE)
+    loopback.reply("/decisions", 200, NATIVE)
+    jevper_client = client(loopback.url)
+    first = jevper_client.decisions.create(input=INPUT, questions=QUESTIONS)
+    second = jevper_client.decisions.create(input=INPUT, questions=QUESTIONS)
+    assert first.to_api() == second.to_api() == NATIVE
+    assert [r.path for r in loopback.requests] == ["/decisions", "/decisions"]
+    assert first.debug["route"]["surface"] == "decisions"
+
+
+@pytest.mark.parametrize(
+    ("status", "reply"),
+    [
+        (404, {"error": {"message": "File Not Found", "type": "not_found_error", "code": 404}}),
+        (501, {"error": {"message": "This model is not a decision model", "type": "not_supported_error"}}),
+        (200, {"model": "m", "answers": {"0": {"type": "noul", "noul": 0.5}}, "usage": {}}),
+    ],
+    ids=["no route", "not supported", "another shape"],
+)
+def test_auto_learns_once_that_the_server_has_no_decisions_route_and_asks_its_chat_surface(
+    loopback: Any, status: int, reply: dict[str, Any]
+) -> None:
+    loopback.reply("/decisions", status, reply)
+    for _ in range(2):
+        loopback.reply("/responses", 404, {"error": {"message": "File Not Found", "type": "not_found_error"}})
+    for _ in range(2):
+        loopback.reply("/chat/completions", 200, LABEL)
+    jevper_client = client(loopback.url, max_concurrency=1)
+    first = jevper_client.decisions.create(input=INPUT, questions=[QUESTIONS[0]])
+    second = jevper_client.decisions.create(input=INPUT, questions=[QUESTIONS[0]])
+    assert (
+        [a.type for a in validated(first).answers]
+        == [a.type for a in validated(second).answers]
+        == ["predicate"]
+    )
+    assert [r.path for r in loopback.requests] == [
+        "/decisions",
+        "/responses",
+        "/chat/completions",
+        "/chat/completions",
+    ]
+    # Now known to lack the route: an image is refused before any request.
+    image = [{"role": "user", "content": [{"type": "input_image", "image_url": "https://example.com/a.png"}]}]
+    with pytest.raises(InvalidDecisionError):
+        jevper_client.decisions.create(input=image, questions=[QUESTIONS[0]])
+    assert len(loopback.requests) == 4
+
+
+def test_auto_asks_its_own_surfaces_when_the_route_fails_for_now_and_asks_the_route_again_later(
+    loopback: Any,
+) -> None:
+    loopback.reply("/decisions", 503, {"error": {"message": "overloaded", "type": "server_error"}})
+    loopback.reply("/responses", 404, {"error": {"message": "File Not Found", "type": "not_found_error"}})
+    loopback.reply("/chat/completions", 200, LABEL)
+    loopback.reply("/decisions", 200, {**NATIVE, "answers": NATIVE["answers"][:1]})
+    jevper_client = client(loopback.url, max_concurrency=1)
+    first = jevper_client.decisions.create(input=INPUT, questions=[QUESTIONS[0]])
+    assert first.debug["questions"]["questions[0]"]["surface"] != "decisions"
+    second = jevper_client.decisions.create(input=INPUT, questions=[QUESTIONS[0]])
+    assert second.debug["questions"]["questions[0]"]["surface"] == "decisions"
+
+
+def test_auto_does_not_ask_the_route_with_a_method_it_cannot_carry(loopback: Any) -> None:
+    loopback.reply("/responses", 404, {"error": {"message": "File Not Found", "type": "not_found_error"}})
+    loopback.reply("/chat/completions", 200, LABEL)
+    client(loopback.url, method="logprobs").decisions.create(input=INPUT, questions=[QUESTIONS[0]])
+    assert "/decisions" not in [r.path for r in loopback.requests]
