@@ -51,8 +51,20 @@ def _section(qid: str, q: Mapping[str, Any]) -> str:
     method = calibration.get("method") or calibration.get("not_fit") or "not fit"
     return (
         f'<section id="q-{escape(qid)}">\n<h2>{escape(qid)} ({escape(q["type"])})</h2>\n'
-        f"<p>calibration: {escape(str(method))}</p>\n{_table(before, after)}\n"
+        f"<p>calibration: {escape(str(method))}</p>\n{_table(before, after)}\n{_position(q)}"
         f"{_reliability_svg(qid, before, after)}\n{_coverage_svg(qid, before, after)}\n</section>"
+    )
+
+
+def _position(q: Mapping[str, Any]) -> str:
+    bias = q.get("position_bias")
+    if not bias:
+        return ""
+    shares = ", ".join(f"{share:.2f}" for share in bias["by_position"])
+    return (
+        f"<p>position bias over {bias['rows']} rows asked again with the options rotated: "
+        f"{bias['changed']:.2f} of the rotated answers changed ({bias['rows_changed']:.2f} of the rows); "
+        f"share of answers at each position, first to last: {shares}</p>\n"
     )
 
 

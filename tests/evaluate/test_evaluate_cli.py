@@ -196,3 +196,4 @@ def test_rotated_options_give_the_position_bias(tmp_path: Path) -> None:
     assert 0 < bias["changed"] <= bias["rows_changed"] <= 1
     assert bias["by_position"][0] > 0.3 and sum(bias["by_position"]) == pytest.approx(1)
     assert metrics(tmp_path / "out")["questions"]["angry"]["position_bias"] is None
+    assert "position bias over 240 rows asked again" in (tmp_path / "out" / "report.html").read_text()
