@@ -16,6 +16,10 @@ failed to another server; any other error (a 400, a 501, llama.cpp's 500 for a r
 take, an answer that cannot be read) is the call's own and is raised at once. When every server has
 failed ``give_up_after`` times in a row and is out, ``acquire`` raises ``NoUpstreamError`` instead of
 waiting (each server's cool-down still ends, and it is asked again after it).
+
+``patience`` rides out a restart: for that many seconds after a server's first failure in a row it is
+not given up, and a call that failed for a reason that may pass (a refused connection, a 503) is asked
+again after its ``attempts`` are spent (unless that was one), until that long after its own first failure.
 """
 
 from __future__ import annotations
@@ -96,6 +100,7 @@ class _Server:
         self.client = client
         self.in_flight = 0
         self.failures = 0  # in a row; reset by a success
+        self.failing_since = 0.0  # when the first of them came
         self.out_until = 0.0
         self.succeeded = 0
         self.failed = 0
@@ -152,6 +157,7 @@ class Upstreams:
         cool_down: float = 1.0,
         max_cool_down: float = 30.0,
         give_up_after: int = 3,
+        patience: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not upstreams:
@@ -159,6 +165,7 @@ class Upstreams:
         self._servers = [_Server(spec, connect(spec)) for spec in upstreams]
         self._cool_down, self._max_cool_down = cool_down, max_cool_down
         self._give_up_after = give_up_after
+        self._patience = patience
         self._clock = clock
         self._turn = 0
         # Calls waiting for room, each with the servers it passes over; how many pass over some.
@@ -219,8 +226,10 @@ class Upstreams:
 
     async def ask(self, call: Callable[[AsyncSystemOneClient], Awaitable[T]], *, attempts: int = 3) -> T:
         """``call`` on the server with the most room; again on another (up to ``attempts`` in all) while
-        the error is the server's. The call's own errors, and the last server's, are raised."""
+        the error is the server's, and past them within the pool's ``patience`` while it may pass. The
+        call's own errors, and the last server's, are raised."""
         tried = 0
+        first_failure: float | None = None
         # A server that failed this call is not asked it again while a healthy one remains: a server
         # killed mid-run comes back on trial after its cool-down and would fail the same call twice.
         failed_here: set[_Server] = set()
@@ -233,7 +242,14 @@ class Upstreams:
                 raise
             except Exception as error:
                 tried += 1
-                if held.failed(error).server is None or tried >= attempts:
+                failure = held.failed(error)
+                if failure.server is None:
+                    raise
+                now = self._clock()
+                first_failure = now if first_failure is None else first_failure
+                # Past its attempts, a call that may be asked again at all waits out a failure that may pass.
+                patient = attempts > 1 and failure.retry and failure.wait is not None
+                if tried >= attempts and not (patient and now - first_failure < self._patience):
                     raise
                 failed_here.add(held._server)
                 continue
@@ -310,6 +326,8 @@ class Upstreams:
             server.failed += 1
             # Calls that were in flight together and fail together are one failure, not several.
             if now >= server.out_until:
+                if not server.failures:
+                    server.failing_since = now
                 server.failures += 1
                 wait = min(self._cool_down * 2 ** (server.failures - 1), self._max_cool_down)
                 server.out_until = now + wait
@@ -336,7 +354,11 @@ class Upstreams:
         # Given up only while every server is out too: once a cool-down ends, that server is tried again.
         now = self._clock()
         if all(
-            s.failures >= self._give_up_after and s.out_until > now and not s.in_flight for s in self._servers
+            s.failures >= self._give_up_after
+            and s.out_until > now
+            and not s.in_flight
+            and now - s.failing_since >= self._patience
+            for s in self._servers
         ):
             said = "; ".join(f"{s.spec.base_url}: {s.last_error}" for s in self._servers)
             raise NoUpstreamError(

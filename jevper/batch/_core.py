@@ -32,6 +32,12 @@ OnRow = Callable[[int, Row], None]
 #: Rows asked again on another server when the one asked failed (refused, timed out, 5xx, 429).
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_TIMEOUT = 60.0
+#: A server's restart is ridden out: for this long after servers start failing for a reason that may
+#: pass (refused connections, then 503s while the model loads) rows wait for them instead of failing,
+#: and a server that is out is tried again at least every RESTART_COOL_DOWN_S, so its return is
+#: noticed soon after.
+RESTART_PATIENCE_S = 30.0
+RESTART_COOL_DOWN_S = 4.0
 #: How long ``close()`` waits for the connections of a loop running on another thread to close.
 CLOSE_TIMEOUT_S = 5.0
 
@@ -70,8 +76,9 @@ class BatchClassifier:
     ``servers``: one or more servers (``Server(base_url, model, slots)``); rows go to the one with the
     most room. ``keep_columns``: False (the id column only), True (every input column), or the names of
     the input columns to keep. ``concurrency``: rows in flight at once (default: every server's slots).
-    ``max_retries``: how many times a row is asked again, elsewhere, after a server failed it. ``api``,
-    ``method``, ``extra_body`` and ``timeout`` are the client's.
+    ``max_retries``: how many times a row is asked again, elsewhere, after a server failed it (and past
+    them for up to RESTART_PATIENCE_S while the failure may pass: a restart). ``api``, ``method``,
+    ``extra_body`` and ``timeout`` are the client's.
     """
 
     def __init__(
@@ -253,7 +260,12 @@ class BatchClassifier:
         loop = asyncio.get_running_loop()
         if self._pool is None or self._pool_loop is not loop:
             # A pool per event loop: an SDK's connections belong to the loop that opened them.
-            self._pool = Upstreams(self.servers, self._connect)
+            self._pool = Upstreams(
+                self.servers,
+                self._connect,
+                max_cool_down=RESTART_COOL_DOWN_S,
+                patience=RESTART_PATIENCE_S,
+            )
             self._pool_loop = loop
         return self._pool
 

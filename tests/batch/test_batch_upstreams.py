@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
 import time
 from typing import Any
 
@@ -15,7 +16,7 @@ from _batch_data import QUESTIONS
 from jevper import AsyncSystemOneClient, ProviderError
 from jevper._upstreams import NoUpstreamError, Upstream, Upstreams, blame
 from jevper.batch import BatchClassifier, Server
-from jevper.testing.faults import Script, running
+from jevper.testing.faults import FaultServer, Script, running
 from jevper.testing.systemone import SystemOneAnswer
 
 HEALTHY = SystemOneAnswer({"questions": QUESTIONS}, "fault-model").body()
@@ -299,3 +300,48 @@ def test_a_servers_cool_down_doubles_with_each_failure_in_a_row_up_to_its_cap() 
         return outs
 
     assert asyncio.run(run()) == [1.0, 2.0, 4.0, 5.0, 5.0]
+
+
+def test_a_pool_with_patience_rides_out_a_server_that_refuses_connections_for_a_while() -> None:
+    async def run(patience: float) -> str:
+        start = time.monotonic()
+        pool = Upstreams(
+            [Upstream("http://127.0.0.1:9/v1", "m", slots=1)],
+            offline,
+            cool_down=0.05,
+            max_cool_down=0.2,
+            patience=patience,
+        )
+
+        async def call(_: AsyncSystemOneClient) -> str:
+            if time.monotonic() - start < 1.0:
+                raise ProviderError("refused", status=None, server_message="refused", kind="unreachable")
+            return "answered"
+
+        return await pool.ask(call, attempts=2)
+
+    assert asyncio.run(asyncio.wait_for(run(patience=3.0), 20)) == "answered"
+    # Without patience the call fails after its two attempts, and the pool gives up on the server soon after.
+    with pytest.raises(ProviderError, match="refused"):
+        asyncio.run(asyncio.wait_for(run(patience=0.0), 20))
+
+
+def test_the_batch_rides_out_a_server_restart_of_ten_seconds_by_default() -> None:
+    port = closed_port()
+    script = healthy_script(16)
+    restarted = FaultServer(port=port, script=script)
+    # Nothing listens on the port for ten seconds (connections are refused), then the server answers.
+    back = threading.Timer(10.0, restarted.start)
+    back.start()
+    try:
+        started = time.monotonic()
+        out = classify([Server(f"http://127.0.0.1:{port}/v1", "fault-model", slots=2)], rows(8))
+        took = time.monotonic() - started
+    finally:
+        back.cancel()
+        back.join()
+        restarted.stop()
+    assert [row["error"] for row in out] == [None] * 8
+    assert len(script.requests) == 8
+    # Noticed within one cool-down (at most 4 s) of its return.
+    assert 10.0 <= took < 16.0
