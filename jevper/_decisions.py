@@ -173,16 +173,30 @@ def outcome(answer: Callable[[], Answered]) -> Answered | JevperError:
     return answered_question
 
 
-def assembled(call: DecisionCall, outcomes: Sequence[Answered | JevperError]) -> DecisionResponse:
-    """The prompt surfaces' answers, each read failure a refusal in its question's place."""
+def assembled(
+    call: DecisionCall, outcomes: Sequence[Answered | JevperError], memory: Memory
+) -> DecisionResponse:
+    """The prompt surfaces' answers, each read failure a refusal in its question's place; the debug as
+    ``system_one``'s (each question's trace, the server limits met, the route under api="auto")."""
+    model = call.options.model
     answers: list[DecisionAnswer] = []
     trace: dict[str, Any] = {}
+    limits: dict[str, str] = {}
     for i, (question, got) in enumerate(zip(call.request.questions, outcomes, strict=True)):
         if isinstance(got, Answered):
             answers.append(answered(question, got.answer))
             trace[qid(i)] = question_trace(got).to_dict()
+            limits.update(memory.server_limits(model, got.surface))
         else:
             answers.append(DecisionRefusal(question.name, str(got)))
             trace[qid(i)] = {"refused": f"{type(got).__name__}: {got}"}
+    debug: dict[str, Any] = {"questions": trace, "server_limits": limits}
+    if call.options.api == "auto":
+        chosen, declined = memory.routes.get(model), memory.decisions_route(model)
+        debug["route"] = {
+            "surface": memory.route(model),
+            "why": chosen.why if chosen else "preferred surface",
+            "decisions": declined.why if declined else "POST /v1/decisions not asked",
+        }
     usage = total(r for got in outcomes if isinstance(got, Answered) for r in got.trail.results)
-    return DecisionResponse(tuple(answers), call.options.model, DecisionUsage.of(usage), {"questions": trace})
+    return DecisionResponse(tuple(answers), model, DecisionUsage.of(usage), debug)

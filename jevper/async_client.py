@@ -190,7 +190,7 @@ class AsyncDecisions:
         if native is not None:
             return _decisions.from_system_one(call, native)
         outcomes = await client._each(plan, self._outcome)
-        return _decisions.assembled(call, outcomes)
+        return _decisions.assembled(call, outcomes, client._memory)
 
     async def _outcome(
         self, plan: Plan, qid: str, question: Question, gate: asyncio.Semaphore

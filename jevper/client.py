@@ -194,4 +194,4 @@ class Decisions:
         outcomes = client._each(
             plan, lambda plan, qid, q: _decisions.outcome(lambda: client._answer(plan, qid, q))
         )
-        return _decisions.assembled(call, outcomes)
+        return _decisions.assembled(call, outcomes, client._memory)

@@ -719,6 +719,9 @@ def test_auto_learns_once_that_the_server_has_no_decisions_route_and_asks_its_ch
         "/chat/completions",
         "/chat/completions",
     ]
+    assert "POST /v1/decisions did not answer in OpenAI's shape" in second.debug["route"]["decisions"]
+    assert second.debug["route"]["surface"] == "chat_completions"
+    assert second.debug["server_limits"] == {}
     # Now known to lack the route: an image is refused before any request.
     image = [{"role": "user", "content": [{"type": "input_image", "image_url": "https://example.com/a.png"}]}]
     with pytest.raises(InvalidDecisionError):
