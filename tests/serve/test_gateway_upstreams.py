@@ -50,6 +50,32 @@ def health(client: TestClient) -> dict[str, bool]:
     return {u["url"]: u["in"] for u in details}
 
 
+#: llama.cpp's words for a request it will not take (a system turn after a user turn), with a 500.
+LATE_SYSTEM = {
+    "error": {"code": 500, "message": "System message must be at the beginning.", "type": "server_error"}
+}
+
+
+def test_a_request_an_upstream_refuses_in_known_words_takes_no_upstream_out_for_the_other_callers() -> None:
+    first, second = Script(), Script()
+    first.reply("/chat/completions", 500, LATE_SYSTEM)
+    for _ in range(4):
+        first.reply("/chat/completions", 200, chat_label())
+        second.reply("/chat/completions", 200, chat_label())
+    with (
+        running(script=first, model="smollm2") as a,
+        running(script=second, model="smollm2") as b,
+        TestClient(create_app(two(a.base_url(), b.base_url(), recheck_s=60)), headers=AUTH) as client,
+    ):
+        refused = client.post("/v1/systemone", json=ONE)
+        assert refused.status_code == 502
+        assert "System message must be at the beginning" in refused.text
+        # Asked once (another upstream would refuse it the same), and both stay in for everyone else.
+        assert (len(first.requests), len(second.requests)) == (1, 0)
+        assert health(client) == {a.base_url(): True, b.base_url(): True}
+        assert [client.post("/v1/systemone", json=ONE).status_code for _ in range(2)] == [200, 200]
+
+
 @pytest.mark.parametrize("fault", ["connection-reset", "html-500", "502-retry-after"])
 def test_an_upstream_that_fails_is_taken_out_and_its_requests_are_answered_by_the_other(
     healthy: FaultServer, fault: str
