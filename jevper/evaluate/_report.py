@@ -78,6 +78,7 @@ def _table(before: Mapping[str, Any], after: Mapping[str, Any] | None) -> str:
         ("NLL", lambda f: f["nll"]),
         ("expected level MAE", lambda f: f.get("expected_level_mae")),
         ("threshold for the target accuracy", lambda f: (f["selective"]["reached"] or {}).get("threshold")),
+        ("share of rows at or above it", lambda f: (f["selective"]["reached"] or {}).get("coverage")),
     ]
     head = "<tr><th>figure</th><th>before</th>" + ("<th>after (held out)</th>" if after else "") + "</tr>"
     body = "".join(
