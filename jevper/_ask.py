@@ -69,7 +69,7 @@ def _made(question: Question, kind: Kind, grammar: bool) -> Ask:
         if len(options) > MAX_LABELS:
             raise InvalidQuestionError(
                 f"a label readout expected at most {MAX_LABELS} options (one letter each), got "
-                f"{len(options)}; use method='structured' (or 'auto', which answers wider questions in JSON)"
+                f"{len(options)}; ask through a client, which reads a wider choice in rounds of readouts"
             )
         labels = tuple(LABELS[: len(options)])
         return Ask(

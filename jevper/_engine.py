@@ -32,10 +32,11 @@ from jevper._memory import FALLBACK_SURFACE, Memory
 from jevper._options import Options
 from jevper._prompt import StateTurns, derived_cache_key, layout, state_turns
 from jevper._readout import Unreadable, read_json, read_labels
+from jevper._rounds import in_rounds, is_wide
 from jevper._wire import PROMPT_RECORDS, PromptSurface, Turn, WireRequest, WireResult, prompt_record
 from jevper._wire.messages import with_prefill
 from jevper.models import Answer, Example
-from jevper.questions import Question
+from jevper.questions import Choice, Question
 
 #: Where a prefilled answer stops: an object closed at the end of a line (a raw newline cannot sit
 #: inside a JSON string). SmolLM2 writes on after its object, copying the prompt's JSON schema up to
@@ -88,6 +89,8 @@ _MAX_ROUNDS = 4
 
 
 def answer(question: Question, state: StateTurns, settings: Options, memory: Memory, qid: str) -> Step:
+    if isinstance(question, Choice) and is_wide(question) and _reads_labels(settings, memory):
+        return (yield from _wide(question, state, settings, memory, qid))
     trail = Trail()
     tried: set[tuple[PromptSurface, Kind]] = set()
     for _ in range(_MAX_ROUNDS):
@@ -134,6 +137,44 @@ def answer(question: Question, state: StateTurns, settings: Options, memory: Mem
         f"question {qid!r}: expected a surface and method to settle, got {'; '.join(trail.why)}; "
         "set api= and method= explicitly"
     )
+
+
+def _wide(question: Choice, state: StateTurns, settings: Options, memory: Memory, qid: str) -> Step:
+    """A Choice wider than the labels, read in rounds of label readouts (``jevper._rounds``); each
+    question of the rounds is answered as any other, so its own fallbacks hold."""
+
+    def one(sub: Choice, traced_as: str) -> Step:
+        # Traced under an id of its own: a worked example answers the whole question, not a group.
+        return answer(sub, state, settings, memory, traced_as)
+
+    distribution, asked = yield from in_rounds(question, one, qid)
+    last = asked[-1]
+    built = make_answer(
+        question, distribution, normalize=True, method=last.method, surface=last.surface, reasoning=None
+    )
+    why = [f"{len(question.options)} options exceed the {MAX_LABELS} labels: answered in rounds of readouts"]
+    why += [w for a in asked for w in a.trail.why if w not in why]
+    trail = Trail(
+        requests=sum(a.trail.requests for a in asked),
+        why=why,
+        results=[r for a in asked for r in a.trail.results],
+    )
+    return Answered(built, trail, last.surface, last.method)
+
+
+def _reads_labels(settings: Options, memory: Memory) -> bool:
+    """Whether a question of at most MAX_LABELS options would be read by labels now (``_kind``'s rule):
+    a wider one is then read in rounds, and otherwise answered whole in JSON."""
+    method = settings.method
+    if method in ("logprobs", "grammar"):
+        return True  # a surface without logprobs refuses each question of the rounds, as it would one
+    if method != "auto":
+        return False
+    surface = _surface(settings, memory)
+    if not PROMPT_RECORDS[surface].logprobs:
+        return False
+    verdict = memory.verdict(settings.model, surface)
+    return verdict is None or verdict.value != "structured"
 
 
 def _surface(settings: Options, memory: Memory) -> PromptSurface:

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import hmac
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -36,8 +36,6 @@ from jevper import (
 )
 from jevper._upstreams import NoUpstreamError, Upstream, Upstreams, server_failure
 from jevper.models import SystemOneResponse, sdk_for
-from jevper.questions import Question
-from jevper.serve import wide
 from jevper.serve.body import Body, receive
 from jevper.serve.config import ConfigError, GatewayConfig, flagged
 from jevper.serve.errors import Refusal, error, invalid
@@ -332,11 +330,9 @@ class Gateway:
             )
 
         async def on(client: AsyncSystemOneClient) -> SystemOneResponse:
-            def ask(questions: Mapping[str, Question]) -> Awaitable[SystemOneResponse]:
-                return client.system_one(state=asked.state, questions=questions)
-
+            # A choice wider than the labels is read in rounds by the client, as every route reads it.
             try:
-                return await wide.answer_all(asked.questions, ask, self._models[id(client)])
+                return await client.system_one(state=asked.state, questions=asked.questions)
             except JevperError as failed:
                 if server_failure(failed) is not None:
                     log.warning("upstream %s failed: %s", self._shown[id(client)], failed)

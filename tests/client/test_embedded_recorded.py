@@ -18,7 +18,6 @@ from openai import OpenAI
 from jevper import (
     Choice,
     ChoiceAnswer,
-    InvalidQuestionError,
     LabelReadoutError,
     Noul,
     NoulAnswer,
@@ -132,36 +131,40 @@ def test_auto_moves_the_label_readout_off_a_responses_route_that_refuses_logprob
 
 
 @pytest.mark.vcr
-def test_twenty_six_options_are_read_by_label_and_twenty_seven_are_refused_for_a_label_readout(
-    embedded: str,
+def test_twenty_six_options_are_read_by_label_and_twenty_seven_in_rounds_of_label_readouts(
+    embedded: str, vcr: Any
 ) -> None:
     widest = Choice(criteria=dict(list(WIDE.items())[:26]))
     response = client(embedded, method="grammar", api="chat_completions").system_one(
         state="This is case number 3.", questions={"case": widest}
     )
     assert_valid(response.answers["case"], widest.options)
-    with pytest.raises(InvalidQuestionError, match="use method='structured'"):
-        client(embedded, method="logprobs").system_one(state=STATE, questions={"case": Choice(criteria=WIDE)})
+    wider = client(embedded, method="logprobs", api="chat_completions").system_one(
+        state="This is case number 3.", questions={"case": Choice(criteria=WIDE)}
+    )
+    answer = wider.answers["case"]
+    assert_valid(answer, tuple(WIDE))
+    assert answer.method == "logprobs" and len(set(answer.probabilities.values())) > 2
+    # Two groups (14 and 13 options), then their two winners: three readouts, none of them in JSON.
+    assert response.usage.requests == 1
+    sent = [json.loads(r.body) for r in vcr.requests[1:]]
+    assert wider.usage.requests == len(sent) == 3
+    assert all(body["logprobs"] and "response_format" not in body for body in sent)
 
 
 @pytest.mark.vcr
-def test_auto_asks_twenty_seven_options_in_json_and_falls_back_to_one_option(embedded: str, vcr: Any) -> None:
-    asked = client(embedded, api="chat_completions", extra_body={"max_tokens": 400})
+def test_auto_reads_twenty_seven_options_in_rounds_of_grammar_constrained_label_readouts(
+    embedded: str, vcr: Any
+) -> None:
+    asked = client(embedded, api="chat_completions")
     response = asked.system_one(state="This is case number 3.", questions={"case": Choice(criteria=WIDE)})
-    # SmolLM2 fills llama.cpp's enforced schema with zeros, which is no distribution: one corrective
-    # retry, then the same question asks for one option, which the enforced enum holds to the options.
     answer = response.answers["case"]
-    assert answer.method == "discrete"
+    assert (answer.method, answer.surface) == ("grammar", "chat_completions")
     assert_valid(answer, tuple(WIDE))
-    assert sorted(answer.probabilities.values())[-1] == 1.0
     why = response.debug["questions"]["case"]["why"]
-    assert "27 options exceed the 26 labels" in why[0]
-    assert why[1].startswith("corrective retry: expected non-negative probabilities with a positive sum")
-    assert why[2].startswith("structured JSON unreadable on chat_completions")
+    assert why[0] == "27 options exceed the 26 labels: answered in rounds of readouts"
     sent = [json.loads(r.body) for r in vcr.requests]
-    assert len(sent) == 3 and all("logprobs" not in body for body in sent)
-    assert list(sent[0]["response_format"]["json_schema"]["schema"]["properties"]) == list(WIDE)
-    assert sent[2]["response_format"]["json_schema"]["schema"]["properties"]["choice"]["enum"] == list(WIDE)
+    assert len(sent) == 3 and all(body["grammar"].startswith('root ::= "A" | "B"') for body in sent)
 
 
 @pytest.mark.vcr

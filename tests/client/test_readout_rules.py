@@ -163,14 +163,6 @@ def test_a_stream_that_does_not_end_with_the_answer_is_reported_rather_than_gues
         jevper(loopback, method="logprobs").system_one(state=STATE, questions={"q": INTENT})
 
 
-def test_a_label_readout_refuses_more_than_twenty_six_options_naming_structured(loopback: Any) -> None:
-    wide = Choice(criteria={f"o{i}": "x" for i in range(27)})
-    for method in ("logprobs", "grammar"):
-        with pytest.raises(InvalidQuestionError, match="use method='structured'"):
-            jevper(loopback, method=method).system_one(state=STATE, questions={"q": wide})
-    assert loopback.requests == []
-
-
 def test_the_grammar_method_sends_a_gbnf_restricted_to_the_labels(loopback: Any) -> None:
     loopback.reply("/chat/completions", 200, chat("B", [("B", -0.3), ("A", -1.0)]))
     jevper(loopback, method="grammar").system_one(state=STATE, questions={"q": INTENT})

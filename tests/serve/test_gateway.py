@@ -548,3 +548,32 @@ def test_control_characters_of_a_path_reach_the_log_escaped(
     [line] = [r.getMessage() for r in caplog.records if "/v1/x" in r.getMessage()]
     assert not any(ord(c) < 0x20 or ord(c) == 0x7F for c in line), repr(line)
     assert "/v1/x\\n2026-12-03 INFO" in line and "200\\r\\x1b[2J\\x7f 404" in line
+
+
+def test_a_choice_wider_than_the_labels_gets_the_same_distribution_from_the_gateway_and_the_clients(
+    app: TestClient, upstream: FaultServer
+) -> None:
+    from openai import AsyncOpenAI, OpenAI
+
+    from jevper import Choice, SystemOneClient
+
+    criteria = {f"queue {i:03d}": f"tickets routed to queue {i}" for i in range(60)}
+    body = {"state": STATE, "questions": {"q": {"type": "choice", "criteria": criteria}}}
+    reply = app.post("/v1/systemone", json=body, headers=AUTH)
+    assert reply.status_code == 200, reply.text
+    through_gateway = reply.json()["answers"]["q"]
+    question = {"q": Choice(criteria=criteria)}
+    options: dict[str, Any] = {"model": "smollm2", "api": "chat_completions"}
+    with OpenAI(base_url=upstream.base_url(), api_key="none") as sdk:
+        blocking = SystemOneClient(sdk, **options).system_one(state=STATE, questions=question).answers["q"]
+
+    async def awaited() -> Any:
+        async with AsyncOpenAI(base_url=upstream.base_url(), api_key="none") as sdk:
+            client = AsyncSystemOneClient(sdk, **options)
+            return (await client.system_one(state=STATE, questions=question)).answers["q"]
+
+    for answer in (blocking, asyncio.run(awaited())):
+        assert answer.choice == through_gateway["choice"]
+        assert answer.probabilities == pytest.approx(through_gateway["probabilities"], rel=1e-9)
+        assert answer.confidence == pytest.approx(through_gateway["confidence"])
+    assert len(set(through_gateway["probabilities"].values())) > 2  # the model's numbers, not an even split

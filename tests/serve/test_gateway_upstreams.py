@@ -253,10 +253,8 @@ def test_a_wide_question_whose_upstream_fails_the_corrective_retry_is_answered_b
     healthy: FaultServer,
 ) -> None:
     script = Script()
-    for _ in range(2):  # the question's two groups: prose to both, then both retries fail
-        script.reply("/chat/completions", 200, prose())
-    for _ in range(2):
-        script.reply("/chat/completions", 500, "<html>500</html>", "text/html")
+    script.reply("/chat/completions", 200, prose())  # the first group's readout, in words
+    script.reply("/chat/completions", 500, "<html>500</html>", "text/html")  # its corrective retry
     wide = {"type": "choice", "criteria": {f"queue {i}": None for i in range(27)}}
     with (
         running(script=script, model="smollm2") as failing,

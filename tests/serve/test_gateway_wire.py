@@ -268,15 +268,3 @@ def test_a_wide_choice_with_long_descriptions_is_asked_in_smaller_groups_and_sti
     probabilities = reply.json()["answers"]["q"]["probabilities"]
     assert list(probabilities) == list(options)
     assert sum(probabilities.values()) == pytest.approx(1.0)
-
-
-def test_the_groups_of_a_wide_choice_fit_a_label_readout_and_keep_every_option_once() -> None:
-    from jevper import Choice
-    from jevper.serve.wide import GROUP_CHARS, GROUP_OPTIONS, groups
-
-    for count in (27, 52, 53, 64, 128, 255):
-        split = groups(Choice(criteria={f"o{i}": None for i in range(count)}))
-        assert [o for g in split for o in g] == [f"o{i}" for i in range(count)]
-        assert max(map(len, split)) <= GROUP_OPTIONS and max(map(len, split)) - min(map(len, split)) <= 1
-    long = groups(Choice(criteria={f"o{i}": "x" * 1000 for i in range(27)}))
-    assert all(sum(1000 + len(o) for o in g) <= GROUP_CHARS or len(g) <= 2 for g in long)
