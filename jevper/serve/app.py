@@ -1,12 +1,13 @@
 """The gateway's routes: POST /v1/systemone, GET /v1/models, GET /health.
 
-Each System One request is checked in order (the key, the requests in flight, the body's size, the
-body itself) before anything reaches the upstream; the questions are then asked through one
+Each System One request is checked in order (the key, the requests in flight, the body's time and
+size, the requests in flight again now that it counts, the body itself; ``Gateway._served``) before
+anything reaches the upstream; the questions are then asked through one
 ``AsyncSystemOneClient``, whose ``max_concurrency`` is the pool every question of every request shares.
 A bad request gets a 4xx that names the field; the upstream's failures are 502 (or 504 for its
 timeout), and anything the gateway did not expect a JSON 500 naming the request's id, under which the
 traceback is logged. Settings that cannot work are refused when the app is made. Nothing of a key is
-logged.
+logged, and an upstream's URL and last error are told only to a caller with a key (``health``).
 """
 
 from __future__ import annotations
