@@ -127,6 +127,7 @@ class ProviderError(JevperError):
         kind: str = "other",
         field: str | None = None,
         retry_after: float | None = None,
+        param: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -137,3 +138,5 @@ class ProviderError(JevperError):
         self.field = field
         #: seconds the server asked to wait before asking again (Retry-After), when it said
         self.retry_after = retry_after
+        #: the ``param`` of OpenAI's error envelope, as the server sent it (``questions[3].levels``)
+        self.param = param

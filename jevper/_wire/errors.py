@@ -117,7 +117,15 @@ def read_error(status: int | None, body: bytes | str, *, model: str | None = Non
     """Parse and classify a refusal body of any shape; never raises on a strange body."""
     text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
     shape, message = _parse(text)
-    return classify(ErrorBody(status, message, shape, _names(message, model), field=_named_field(text)))
+    named = ErrorBody(
+        status,
+        message,
+        shape,
+        _names(message, model),
+        field=_named(text, "field"),
+        param=_named(text, "param"),
+    )
+    return classify(named)
 
 
 def embedded_error(body: Mapping[str, Any], *, model: str | None = None) -> ErrorBody | None:
@@ -169,14 +177,15 @@ def _parse(text: str) -> tuple[ErrorShape, str]:
     return "text", text.strip()
 
 
-def _named_field(text: str) -> str | None:
-    """The field an error object names itself: laya-serve's ``{"error": {"message", "field"}}``."""
+def _named(text: str, key: str) -> str | None:
+    """The field an error object names itself: laya-serve's ``{"error": {"message", "field"}}``, or the
+    ``param`` of OpenAI's envelope (``{"error": {"message", "type", "param", "code"}}``)."""
     try:
         value = json.loads(text)
     except ValueError:
         return None
     error = value.get("error") if isinstance(value, Mapping) else None
-    field = error.get("field") if isinstance(error, Mapping) else None
+    field = error.get(key) if isinstance(error, Mapping) else None
     return field if isinstance(field, str) and field else None
 
 
@@ -253,6 +262,7 @@ def provider_error(error: ErrorBody, surface: str, *, model: str | None = None) 
         server_message=error.message,
         kind=error.kind,
         field=error.field,
+        param=error.param,
     )
 
 

@@ -66,3 +66,4 @@ class ErrorBody:
     kind: str = "other"  # see errors.ERROR_KINDS
     field: str | None = None  # the request field the server named, when the table knows it
     server: str | None = None  # whose wording matched, when one did
+    param: str | None = None  # the param of OpenAI's error envelope, as sent ("questions[3].levels")

@@ -586,7 +586,7 @@ def test_api_decisions_lets_an_image_through_to_the_server(loopback: Any) -> Non
     assert loopback.bodies("/decisions")[0]["input"][0]["content"][0]["detail"] == "low"
 
 
-def test_api_decisions_reads_openais_error_envelope_as_a_provider_error_with_the_servers_words(
+def test_api_decisions_reads_openais_error_envelope_as_a_provider_error_naming_the_param(
     loopback: Any,
 ) -> None:
     loopback.reply(
@@ -603,7 +603,7 @@ def test_api_decisions_reads_openais_error_envelope_as_a_provider_error_with_the
     )
     with pytest.raises(ProviderError) as refused:
         client(loopback.url, api="decisions").decisions.create(input=INPUT, questions=QUESTIONS)
-    assert refused.value.status == 400 and refused.value.kind == "other"
+    assert refused.value.status == 400 and refused.value.param == "questions[3].levels"
     assert refused.value.server_message == "Label 'medium' is not a single token"
     assert str(refused.value).startswith("decisions: ")
 
