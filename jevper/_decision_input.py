@@ -46,6 +46,8 @@ def input_items(value: object, images: list[Path]) -> str | tuple[Mapping[str, A
         at: Path = ("input", i)
         entry = obj(at, item)
         kind = entry.get("type", "message" if "role" in entry else None)
+        if kind is None:
+            required(at, entry, "type")
         if kind == "message":
             checked.append(message(at, entry, images))
         elif kind in _TOOL_ITEMS:

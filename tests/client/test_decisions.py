@@ -202,6 +202,16 @@ def test_a_param_path_is_spelled_as_openai_spells_it() -> None:
 # ---- the request's rules ---------------------------------------------------------------------------------
 
 
+def nested(levels: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(levels - 1):
+        value = {"a": value}
+    return value
+
+
+NESTED = nested(33)
+
+
 def many(n: int) -> list[dict[str, Any]]:
     return [{"value": f"option {i}"} for i in range(n)]
 
@@ -302,6 +312,18 @@ INVALID = [
             ]
         },
         "input[1].call_id",
+        "invalid_value",
+    ),
+    (
+        "an item with neither a type nor a role",
+        {"input": [{"content": "x"}]},
+        "input[0].type",
+        "missing_required_parameter",
+    ),
+    (
+        "JSON nested deeper than 32 levels",
+        {"input": [{"role": "user", "content": [{"type": "input_json", "data": NESTED}]}]},
+        "input[0].content[0].data",
         "invalid_value",
     ),
     (
@@ -748,3 +770,17 @@ def test_auto_does_not_ask_the_route_with_a_method_it_cannot_carry(loopback: Any
     loopback.reply("/chat/completions", 200, LABEL)
     client(loopback.url, method="logprobs").decisions.create(input=INPUT, questions=[QUESTIONS[0]])
     assert "/decisions" not in [r.path for r in loopback.requests]
+
+
+def test_json_nested_32_levels_deep_is_taken() -> None:
+    part = {"type": "input_json", "data": nested(32)}
+    request = decision_request(body(input=[{"role": "user", "content": [part]}]))
+    assert request.input[0]["content"][0] == part
+
+
+def test_a_calls_model_is_the_one_asked_for(loopback: Any) -> None:
+    loopback.reply("/decisions", 200, {**NATIVE, "answers": NATIVE["answers"][:1]})
+    client(loopback.url, api="decisions").decisions.create(
+        model="other", input=INPUT, questions=QUESTIONS[:1]
+    )
+    assert loopback.bodies("/decisions")[0]["model"] == "other"
