@@ -1,5 +1,6 @@
 """A Decisions call (``client.decisions.create``) on the client's own machinery: its plan, its native
-request (api="decisions"), and its answers assembled from System One's or the engine's.
+request (api="decisions", and first under api="auto"), and its answers assembled from System One's or
+the engine's.
 
 Like the engine, this never performs I/O; the blocking and the async client drive it. A question whose
 answer cannot be read (``READ_FAILURES``) is a refusal among the other answers; a refused request, an
