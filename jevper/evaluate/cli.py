@@ -3,8 +3,9 @@
 
 Writes ``DIR/metrics.json`` (every figure, versioned), ``DIR/report.html`` and, with ``--fit``,
 ``DIR/calibration.json``; asked through servers, the answers too (``DIR/answers.parquet``, which
-``--answers`` reads again). Exit status: 0 when written, 2 for bad usage or input (a typed error naming
-what was expected and what arrived; refused before any request).
+``--answers`` reads again). Exit status: 0 when written, 1 when written but no row had an answer to score,
+2 for bad usage or input (a typed error naming what was expected and what arrived; refused before any
+request).
 """
 
 from __future__ import annotations
@@ -168,6 +169,13 @@ def _main(args: argparse.Namespace) -> int:
     written += [f"{len(turned)} rotated runs"] if args.rotations else []
     written += ["calibration.json"] if binding else []
     print(f"{PROG}: wrote {', '.join(written)} to {args.out}", flush=True)
+    if not any(q["before"]["n"] for q in metrics["questions"].values()):
+        print(
+            f"{PROG}: expected answers to score, got none: every labelled row's answer failed; the error "
+            f"column of {answers} says why",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -197,6 +205,8 @@ def _line(qid: str, q: dict[str, Any]) -> str:
     before = q["before"]
     ece = before["ece"]["equal_width"]["value"]
     said = f"{qid}: n={before['n']} accuracy {_f(before['accuracy'])} ECE {_f(ece)}"
+    if q["unanswered"]:
+        said += f" ({q['unanswered']} unanswered)"
     after = q.get("after")
     if isinstance(after, dict):
         method = q["calibration"]["method"]

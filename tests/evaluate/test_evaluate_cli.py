@@ -197,3 +197,16 @@ def test_rotated_options_give_the_position_bias(tmp_path: Path) -> None:
     assert bias["by_position"][0] > 0.3 and sum(bias["by_position"]) == pytest.approx(1)
     assert metrics(tmp_path / "out")["questions"]["angry"]["position_bias"] is None
     assert "position bias over 240 rows asked again" in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_answers_that_all_failed_are_written_up_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = labelled()
+    failed = [Row(error=("NoUpstreamError", "no server could be reached")) for _ in rows]
+    path = write(tmp_path / "answers.parquet", [r["id"] for r in rows], failed)
+    assert run(TICKETS, path, tmp_path / "out") == 1
+    said = capsys.readouterr()
+    assert "team: n=0 accuracy - ECE - (240 unanswered)" in said.out
+    assert "expected answers to score, got none" in said.err
+    assert metrics(tmp_path / "out")["questions"]["team"]["unanswered"] == 240
