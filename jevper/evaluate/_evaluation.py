@@ -48,7 +48,8 @@ DEFINITIONS = {
     "(coverage) and their accuracy; reached: the smallest threshold whose rows reach the target accuracy",
     "position_bias": "the rows asked again with a choice's options rotated: changed is the share of "
     "rotated answers that differ from the row's answer in the original order, rows_changed the share of "
-    "rows with any change, by_position the share of all answers at each position",
+    "rows with any change, by_position the share of all answers at each position; prior_corrected: the "
+    "same after dividing each order's answers by that order's mean distribution (no labels used)",
     "after": "held out: each of k folds calibrated by the method an inner k-fold cross-validation chose "
     "on the other folds (by NLL), fit on them",
 }

@@ -19,9 +19,8 @@ from typing import Any
 from jevper import JevperError
 from jevper.batch._files import Input
 from jevper.evaluate._errors import LabelError
-from jevper.evaluate._metrics import Distribution, predicted
-from jevper.evaluate._position import Asked
-from jevper.questions import Choice, Noul, Question, Score, described
+from jevper.evaluate._metrics import Distribution
+from jevper.questions import Noul, Question, Score, described
 
 _READ_ROWS = 4096
 NOUL_OPTIONS = ("true", "false")
@@ -221,14 +220,14 @@ def paired(labels: Table, answers: Table, questions: Mapping[str, Question]) -> 
     return found
 
 
-def chosen_by_row(answers: Table, qid: str, question: Choice) -> dict[str, Asked]:
-    """Each answered row's chosen option for a choice, with the order its options were shown in."""
-    chosen: dict[str, Asked] = {}
+def distributions_by_row(answers: Table, qid: str, question: Question) -> dict[str, Distribution]:
+    """Each answered row's distribution over the question's options (in their order)."""
+    found: dict[str, Distribution] = {}
     for rid, row in answers.rows.items():
         try:
             p = answer_of(row, qid, question)
         except ValueError as exc:
             raise LabelError(f"{answers.role} {answers.path}, row {rid!r}, question {qid!r}: {exc}") from None
         if p is not None:
-            chosen[rid] = Asked(question.options, question.options[predicted(p)])
-    return chosen
+            found[rid] = p
+    return found

@@ -3,7 +3,8 @@
 An unbiased model picks the same option whatever the order, and so picks each position equally often
 over a full set of rotations. The figures: the share of answers under a rotation that differ from the
 row's answer in the original order, the share of rows with any such change, and the share of all
-answers at each position.
+answers at each position; and the same once each order's answers are divided by that order's mean
+distribution (the label-free prior correction, fit on each order's own rows: no labels needed).
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from jevper.evaluate._fit import divided, mean_prior
+from jevper.evaluate._metrics import Distribution, predicted
 
 
 @dataclass(frozen=True)
@@ -28,15 +32,20 @@ class PositionBias:
     changed: float
     rows_changed: float
     by_position: tuple[float, ...]
+    #: the same figures after the prior correction of each order's answers
+    prior_corrected: PositionBias | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        value: dict[str, Any] = {
             "rows": self.rows,
             "rotated_answers": self.rotated_answers,
             "changed": self.changed,
             "rows_changed": self.rows_changed,
             "by_position": list(self.by_position),
         }
+        if self.prior_corrected is not None:
+            value["prior_corrected"] = self.prior_corrected.to_json()
+        return value
 
 
 def position_bias(rows: Mapping[str, Sequence[Asked]]) -> PositionBias | None:
@@ -64,6 +73,17 @@ def position_bias(rows: Mapping[str, Sequence[Asked]]) -> PositionBias | None:
         rows_changed / len(asked),
         tuple(count / total for count in positions),
     )
+
+
+def chosen(
+    order: tuple[str, ...], distributions: Mapping[str, Distribution], *, corrected: bool = False
+) -> dict[str, Asked]:
+    """Each row's answer (its most probable option) in one order; ``corrected``: after dividing every
+    distribution by their mean."""
+    if corrected and distributions:
+        prior = mean_prior(list(distributions.values()))
+        distributions = {rid: divided(p, prior) for rid, p in distributions.items()}
+    return {rid: Asked(order, order[predicted(p)]) for rid, p in distributions.items()}
 
 
 def rotated(criteria: Mapping[str, Any], by: int) -> dict[str, Any]:

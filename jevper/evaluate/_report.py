@@ -60,12 +60,21 @@ def _position(q: Mapping[str, Any]) -> str:
     bias = q.get("position_bias")
     if not bias:
         return ""
-    shares = ", ".join(f"{share:.2f}" for share in bias["by_position"])
+    corrected = bias.get("prior_corrected")
+    after = (
+        f"; after the prior correction, {corrected['changed']:.2f} changed, per position {_shares(corrected)}"
+        if corrected
+        else ""
+    )
     return (
         f"<p>position bias over {bias['rows']} rows asked again with the options rotated: "
         f"{bias['changed']:.2f} of the rotated answers changed ({bias['rows_changed']:.2f} of the rows); "
-        f"share of answers at each position, first to last: {shares}</p>\n"
+        f"share of answers at each position, first to last: {_shares(bias)}{after}</p>\n"
     )
+
+
+def _shares(bias: Mapping[str, Any]) -> str:
+    return ", ".join(f"{share:.2f}" for share in bias["by_position"])
 
 
 def _table(before: Mapping[str, Any], after: Mapping[str, Any] | None) -> str:

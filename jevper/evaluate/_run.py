@@ -3,6 +3,7 @@ the position bias, the same rows answered with each choice's options rotated).""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -10,8 +11,9 @@ from typing import Any
 from jevper.batch.cli import questions_of
 from jevper.evaluate._errors import LabelError
 from jevper.evaluate._evaluation import DEFAULT_TARGET, Evaluation, evaluate
-from jevper.evaluate._labels import chosen_by_row, paired, read_table
-from jevper.evaluate._position import Asked, PositionBias, position_bias
+from jevper.evaluate._labels import Table, distributions_by_row, paired, read_table
+from jevper.evaluate._metrics import Distribution
+from jevper.evaluate._position import PositionBias, chosen, position_bias
 from jevper.evaluate._select import DEFAULT_FOLDS, DEFAULT_SEED
 from jevper.questions import Choice, Question, as_question
 
@@ -45,11 +47,12 @@ def evaluate_files(
 
 
 def _positions(
-    asked: Mapping[str, Question], answers: Any, rotated: Sequence[tuple[Path, Path]], id_column: str
+    asked: Mapping[str, Question], answers: Table, rotated: Sequence[tuple[Path, Path]], id_column: str
 ) -> dict[str, PositionBias]:
     choices = {qid: q for qid, q in asked.items() if isinstance(q, Choice)}
-    rows: dict[str, dict[str, list[Asked]]] = {
-        qid: {rid: [a] for rid, a in chosen_by_row(answers, qid, q).items()} for qid, q in choices.items()
+    # Per question, each order it was asked in and the rows' distributions in that order.
+    runs: dict[str, list[tuple[tuple[str, ...], dict[str, Distribution]]]] = {
+        qid: [(q.options, distributions_by_row(answers, qid, q))] for qid, q in choices.items()
     }
     for questions_path, answers_path in rotated:
         _, other = read_questions(questions_path)
@@ -62,8 +65,19 @@ def _positions(
                     f"{sorted(question.options)} in another order, got "
                     f"{sorted(turned.options) if isinstance(turned, Choice) else turned!r}"
                 )
-            for rid, a in chosen_by_row(table, qid, turned).items():
-                if rid in rows[qid]:
-                    rows[qid][rid].append(a)
-    found = {qid: position_bias(by_row) for qid, by_row in rows.items()}
-    return {qid: bias for qid, bias in found.items() if bias is not None}
+            runs[qid].append((turned.options, distributions_by_row(table, qid, turned)))
+    found: dict[str, PositionBias] = {}
+    for qid, orders in runs.items():
+        raw, corrected = (_bias(orders, corrected=c) for c in (False, True))
+        if raw is not None:
+            found[qid] = dataclasses.replace(raw, prior_corrected=corrected)
+    return found
+
+
+def _bias(
+    orders: Sequence[tuple[tuple[str, ...], dict[str, Distribution]]], *, corrected: bool
+) -> PositionBias | None:
+    """The position bias over the orders; the first order's rows are the rows compared."""
+    answered = [chosen(order, by_row, corrected=corrected) for order, by_row in orders]
+    rows = {rid: [first] + [a[rid] for a in answered[1:] if rid in a] for rid, first in answered[0].items()}
+    return position_bias(rows)

@@ -38,14 +38,16 @@ def _softmax(logits: list[float]) -> list[float]:
 
 
 def answers(rows: list[dict[str, str]], seed: int = 0, asked: dict[str, Any] | None = None) -> list[Row]:
-    """Right about two times in three, and surer than that; the first option favoured."""
-    rng = random.Random(seed)
+    """Right about two times in three, and surer than that; the option shown first favoured. Each row's
+    noise is its own (seeded by its id) and stays with each option whatever order ``asked`` shows them in."""
     asked = asked or questions()
     teams = list(asked["team"]["criteria"])
     out = []
     for row in rows:
+        rng = random.Random(f"{seed}:{row['id']}")
+        noise = {t: rng.gauss(0, 1.5) for t in sorted(teams)}
         team = [
-            rng.gauss(0, 1.5) + (3.0 if t == row["team"] else 0.0) + (1.0 if i == 0 else 0.0)
+            noise[t] + (3.0 if t == row["team"] else 0.0) + (1.0 if i == 0 else 0.0)
             for i, t in enumerate(teams)
         ]
         team_p = _softmax([x * 3.0 for x in team])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jevper.evaluate import Asked, position_bias, rotated
+from jevper.evaluate._position import chosen
 
 ORDER = ("a", "b", "c")
 
@@ -47,3 +48,11 @@ def test_rows_asked_in_one_order_only_give_no_position_bias() -> None:
 def test_rotating_puts_the_option_at_that_place_first() -> None:
     assert list(rotated({"a": 1, "b": 2, "c": 3}, 1)) == ["b", "c", "a"]
     assert list(rotated({"a": 1, "b": 2, "c": 3}, 4)) == ["b", "c", "a"]
+
+
+def test_the_prior_correction_picks_against_the_orders_own_lean() -> None:
+    # Every row leans to the first position; the second row leans to it less than the rest.
+    rows = {"x": (0.7, 0.2, 0.1), "y": (0.5, 0.4, 0.1), "z": (0.7, 0.1, 0.2)}
+    assert {rid: a.chosen for rid, a in chosen(ORDER, rows).items()} == {"x": "a", "y": "a", "z": "a"}
+    corrected = chosen(ORDER, rows, corrected=True)
+    assert {rid: a.chosen for rid, a in corrected.items()} == {"x": "a", "y": "b", "z": "c"}
