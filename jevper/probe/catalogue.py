@@ -21,11 +21,22 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, cast
 
-from jevper._wire import SURFACES, Surface
+from jevper._wire import RECORDS, Surface
+from jevper._wire import decisions as decisions_route
 from jevper.probe.agreement import RULES
 
+#: A surface a probe is written for: one the client asks through (jevper._wire.RECORDS), or OpenAI's
+#: Decisions API, which the harness probes and the client asks only natively.
+ProbeSurface = Surface | decisions_route.DecisionsRoute
+#: Every probed surface and its title, in the order the docs, the catalogue and the capability page list them.
+SURFACE_TITLES: Mapping[ProbeSurface, str] = {
+    **{name: record.title for name, record in RECORDS.items()},
+    decisions_route.SURFACE: "Decisions",
+}
+SURFACES: tuple[ProbeSurface, ...] = tuple(SURFACE_TITLES)
+
 #: The probe files, in the order the runner sends them (the catalogue's order).
-PROBE_FILES = ("chat.toml", "responses.toml", "messages.toml", "systemone.toml")
+PROBE_FILES = ("chat.toml", "responses.toml", "messages.toml", "systemone.toml", "decisions.toml")
 #: The other data files of the package, which hold no probes.
 DATA_FILES = ("presets.toml", "topics.toml", "reference.toml")
 
@@ -81,7 +92,7 @@ class Probe:
     """One canonical request and the name of the classifier that turns its answer into a verdict."""
 
     id: str
-    surface: Surface
+    surface: ProbeSurface
     topic: str
     method: str
     path: str  # relative to the base URL, which ends in /v1
@@ -231,7 +242,7 @@ def _probe(raw: Mapping[str, Any], defaults: Mapping[str, Any], where: Origin) -
         )
     return Probe(
         id=raw["id"],
-        surface=cast(Surface, surface),
+        surface=cast(ProbeSurface, surface),
         topic=raw["topic"],
         method=raw.get("method", "POST"),
         path=raw.get("path", defaults.get("path", "")),

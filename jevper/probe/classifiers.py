@@ -12,6 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import openai.types
+import pydantic
+
 from jevper._errors import JevperError, MalformedAnswerError
 from jevper._failure import judge
 from jevper._wire import (
@@ -23,6 +26,7 @@ from jevper._wire import (
     read,
     read_error,
 )
+from jevper._wire import decisions as decisions_route
 from jevper._wire.systemone import body_violations
 from jevper.probe.cassettes import Exchange
 from jevper.probe.catalogue import Probe
@@ -646,3 +650,127 @@ def decision_models(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     if described:
         return Verdict("info", f"no decision model ({'; '.join(described)[:80]})", excerpt(described))
     return Verdict("ignored", f"{plural(len(listed), 'model')}, no architecture field", excerpt(last.text))
+
+
+# --- OpenAI's Decisions route -----------------------------------------------------------------------
+
+#: The keys of OpenAI's error envelope, `{"error": {...}}`, each present (param and code may be null).
+ENVELOPE = ("message", "type", "param", "code")
+
+
+def _d_unserved(last: Exchange) -> Verdict | None:
+    """No route (a 404 or 405 that does not name the model asked for), or none for this model (501)."""
+    if last.status in (404, 405) and not _error(last).names_model:
+        return _refused(last, "no route")
+    if last.status == 501:
+        return _refused(last, "not served for this model")
+    return None
+
+
+def decision_schema(body: Any) -> list[str]:
+    """What keeps a body from validating as the openai SDK's `Decision`, one line per error."""
+    try:
+        openai.types.Decision.model_validate(body)
+    except pydantic.ValidationError as exc:
+        return [f"{'.'.join(map(str, e['loc'])) or 'the body'}: {e['msg']}" for e in exc.errors()]
+    return []
+
+
+def envelope_violations(exchange: Exchange) -> list[str]:
+    """What keeps a refusal from OpenAI's `{"error": {"message", "type", "param", "code"}}` envelope."""
+    body = exchange.json()
+    if not isinstance(body, Mapping):
+        return [f'expected {{"error": {{...}}}}, got {excerpt(exchange.text, 40)!r}']
+    error = body.get("error")
+    if not isinstance(error, Mapping):
+        return [f'expected {{"error": {{...}}}}, got the keys {sorted(body)}']
+    found = [f"error.{key}: missing" for key in ENVELOPE if key not in error]
+    for key in ("message", "type"):
+        if key in error and (not isinstance(error[key], str) or not error[key]):
+            found.append(f"error.{key}: expected a non-empty string, got {error[key]!r:.40}")
+    for key in ("param", "code"):
+        if error.get(key) is not None and not isinstance(error[key], str):
+            found.append(f"error.{key}: expected a string or null, got {error[key]!r:.40}")
+    return found
+
+
+def _d_refusal(last: Exchange) -> Verdict:
+    """A refusal of a bad request: a 4xx in OpenAI's envelope passes; a 5xx or another body fails."""
+    error = _error(last)
+    if last.status >= 500:
+        return Verdict(
+            "info",
+            f"{last.status} for a bad request (the API says 4xx): {words(error.message)}",
+            excerpt(last.text),
+            grade="fail",
+        )
+    found = envelope_violations(last)
+    if found:
+        more = f" (and {plural(len(found) - 1, 'more')})" if len(found) > 1 else ""
+        return Verdict(
+            "refused",
+            f"refused: {last.status} {words(error.message)}, "
+            f"not in OpenAI's error envelope: {found[0]}{more}",
+            excerpt(last.text),
+            grade="fail",
+        )
+    param = f" (param {error.param})" if error.param else ""
+    return Verdict(
+        "refused", f"refused: {last.status} {words(error.message)}{param}", excerpt(last.text), grade="pass"
+    )
+
+
+@classifier
+def decisions_conformance(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """A 200 graded by the schema: the body validates as the SDK's `Decision`, and its answers match the
+    questions in number, order, type and name, each distribution sums to 1, the choice at the peak, the
+    score the expectation over its levels, a refusal typed as one."""
+    last = exchanges[-1]
+    unserved = _d_unserved(last)
+    if unserved is not None:
+        return unserved
+    if last.status != 200:
+        return _refused(last)
+    asked = _asked(last, "questions")
+    questions = [q for q in asked if isinstance(q, Mapping)] if isinstance(asked, list) else []
+    body = last.json()
+    found = decision_schema(body) + decisions_route.body_violations(body, questions)
+    answers = body.get("answers") if isinstance(body, Mapping) else None
+    shown = excerpt(answers if answers is not None else last.text)
+    if found:
+        more = f" (and {plural(len(found) - 1, 'more')})" if len(found) > 1 else ""
+        return Verdict("info", f"200, but not the API's answer: {found[0]}{more}", shown, grade="fail")
+    refused = sum(1 for a in answers or () if a.get("type") == "refusal")
+    declined = f", {plural(refused, 'refusal')} among them" if refused else ""
+    said = f"200; {plural(len(questions), 'answer')} in question order, as the Decision schema says{declined}"
+    return Verdict("supported", said, shown, grade="pass")
+
+
+@classifier
+def decisions_invalid(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """An invalid request: refused with a 4xx in OpenAI's error envelope, answered (200), or a 5xx."""
+    last = exchanges[-1]
+    unserved = _d_unserved(last)
+    if unserved is not None:
+        return unserved
+    if last.status == 200:
+        return Verdict(
+            "ignored", "accepted, 200: the invalid request was answered", excerpt(last.text), grade="fail"
+        )
+    return _d_refusal(last)
+
+
+@classifier
+def decisions_unknown_model(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """A model the server does not have: refused in OpenAI's envelope (naming it, or not), or answered."""
+    last = exchanges[-1]
+    unserved = _d_unserved(last)
+    if unserved is not None:
+        return unserved
+    if last.status == 200:
+        answered = last.json()
+        served = answered.get("model") if isinstance(answered, Mapping) else None
+        return Verdict("ignored", f"ignored, 200 (answered as {served!r})", excerpt(last.text))
+    verdict = _d_refusal(last)
+    naming = "naming the model" if _error(last).names_model else "not naming the model"
+    return replace(verdict, text=f"{verdict.text}; {naming}")

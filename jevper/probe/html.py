@@ -5,7 +5,8 @@ transcribed from the reference document), ordered by server kind as probes/prese
 (the OpenAI-style servers first), then release. Each cell carries the verdict, an outcome class with a
 text marker, and the evidence read from the probe's cassette, so the page never needs the network. A
 System One server's cell for a prompt surface it does not serve, and refused, is drawn as "not served"
-rather than as one more refusal; its verdict is still in the evidence.
+rather than as one more refusal, as is every cell of a surface whose route a recording answered 404 to
+every probe of (OpenAI's Decisions route on a server without it); its verdict is still in the evidence.
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ from typing import Any
 
 import jinja2
 
-from jevper._wire import RECORDS
 from jevper.probe.cassettes import CassetteError, load_exchanges
-from jevper.probe.catalogue import Catalogue, load_catalogue
+from jevper.probe.catalogue import SURFACE_TITLES, Catalogue, load_catalogue
 from jevper.probe.presets import load_presets
 from jevper.probe.recording import Layout, ProbeResult, Recording, repository_root
 
@@ -42,7 +42,7 @@ __all__ = [
 
 COMMAND = "python -m jevper.probe report"
 
-SURFACES = {name: record.title for name, record in RECORDS.items()}
+SURFACES: dict[str, str] = {name: title for name, title in SURFACE_TITLES.items()}
 # kind -> (marker, words); the marker and words carry the meaning so colour is never the only signal.
 KINDS: dict[str, tuple[str, str]] = {
     "fails": ("\u2717", "breaks the API's specification"),  # BALLOT X
@@ -80,7 +80,7 @@ class Column:
     model_name: str
     provenance: str
     recorded_on: str  # with the dates of later runs that answered some of its probes again
-    serves: tuple[str, ...]  # the surfaces its server kind serves (probes/presets.toml)
+    serves: tuple[str, ...]  # the surfaces its server serves (probes/presets.toml, less routes it 404s)
     counts: tuple[tuple[str, str, str, int], ...]  # (kind, marker, words, cells of that kind)
 
 
@@ -152,7 +152,7 @@ def build_page(
     a cell's exchanges are read from its recording's cassette (transcribed columns have none).
     """
     ordered = order_columns(recordings)
-    columns = [_column(r) for r in ordered]
+    columns = [_column(r, catalogue) for r in ordered]
     by_key = {r.key: {p.id: p for p in r.probes} for r in ordered}
     owner = {r.key: r for r in ordered}
     previous = _previous_release(columns)
@@ -290,13 +290,24 @@ def serves(server: str) -> tuple[str, ...]:
     return tuple(preset.serves) if preset else tuple(SURFACES)
 
 
+def served(recording: Recording, catalogue: Catalogue) -> tuple[str, ...]:
+    """The surfaces a recording's server serves: those of its kind (`serves`), less any surface whose
+    every probe in the catalogue the recording answered 404 to, a route this release does not have."""
+
+    def no_route(surface: str) -> bool:
+        results = [recording.result(p.id) for p in catalogue.probes if p.surface == surface]
+        return bool(results) and all(r is not None and r.status == 404 for r in results)
+
+    return tuple(surface for surface in serves(recording.server) if not no_route(surface))
+
+
 def unserved(result: ProbeResult | None, surface: str, served: Sequence[str]) -> bool:
     """A probe of a surface the server does not serve, refused there (or not recorded): what a System
     One server does by design, shown as such. An answer there is shown as the answer it is."""
     return surface not in served and (result is None or result.outcome in ("refused", "not-run"))
 
 
-def _column(recording: Recording) -> Column:
+def _column(recording: Recording, catalogue: Catalogue) -> Column:
     if recording.provenance not in ("recorded", "transcribed"):
         raise PageError(
             f"recording {recording.key!r}: expected provenance 'recorded' or 'transcribed', "
@@ -312,7 +323,7 @@ def _column(recording: Recording) -> Column:
         provenance=recording.provenance,
         recorded_on=recording.recorded_on
         + "".join(f", {len(u.probes)} probes re-run {u.run.recorded_on}" for u in recording.later),
-        serves=serves(recording.server),
+        serves=served(recording, catalogue),
         counts=(),
     )
 

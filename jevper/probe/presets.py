@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 
-from jevper._wire import SURFACES, Surface
-from jevper.probe.catalogue import CatalogueError, read_data
+from jevper._wire import PROMPT_SURFACES
+from jevper.probe.catalogue import SURFACES, CatalogueError, ProbeSurface, read_data
 
 #: Where a kind that names no version source is asked for its release (vLLM, ollama, llama.cpp).
 USUAL_VERSION_SOURCES: tuple[tuple[str, str], ...] = (
@@ -31,15 +31,15 @@ class Preset:
     display_name: str  # e.g. "llama.cpp"
     base_url: str  # ends in /v1
     model: str
-    thinking_off: Mapping[Surface, Mapping[str, Any]]
+    thinking_off: Mapping[str, Mapping[str, Any]]  # per prompt surface
     version_sources: tuple[tuple[str, str], ...] = USUAL_VERSION_SOURCES  # (path, key) under the root
     spawner: str | None = None  # the module with SPAWNER, for a kind `--spawn` can start
-    serves: tuple[Surface, ...] = SURFACES  # a System One server serves ("systemone",) alone
+    serves: tuple[ProbeSurface, ...] = SURFACES  # a System One server serves ("systemone",) alone
 
     def with_overrides(self, *, base_url: str | None = None, model: str | None = None) -> Preset:
         return replace(self, base_url=(base_url or self.base_url).rstrip("/"), model=model or self.model)
 
-    def thinking_off_for(self, surface: Surface) -> Mapping[str, Any]:
+    def thinking_off_for(self, surface: str) -> Mapping[str, Any]:
         return self.thinking_off.get(surface, {})
 
     def stated_release(self, headers: Mapping[str, str]) -> str | None:
@@ -75,11 +75,11 @@ def load_presets() -> Mapping[str, Preset]:
         if unknown:
             raise CatalogueError(f"probes/presets.toml: preset {name!r} has unknown keys {sorted(unknown)}")
         fields = raw.get("thinking_off", {})
-        strange = [s for s in fields if s not in SURFACES]
+        strange = [s for s in fields if s not in PROMPT_SURFACES]
         if strange:
             raise CatalogueError(
                 f"probes/presets.toml: preset {name!r}: thinking_off for {strange}, expected surfaces "
-                f"among {list(SURFACES)}"
+                f"among {list(PROMPT_SURFACES)}"
             )
         serves = raw.get("serves", list(SURFACES))
         if not isinstance(serves, list) or not serves or any(s not in SURFACES for s in serves):

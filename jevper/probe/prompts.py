@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from jevper._wire import Surface, prompt_record
+from jevper._wire import prompt_record
 
 SYSTEM = "You classify customer messages. Reply with the letter of exactly one option and nothing else."
 QUESTION = (
@@ -172,10 +172,119 @@ _BODIES: Mapping[str, Callable[[], dict[str, Any]]] = {
     ),
 }
 
-PROMPTS = (*_LAYOUTS, *_BODIES)
+#: The Decisions probes' bodies (OpenAI's POST /v1/decisions): an input and a list of questions, written
+#: from the openai SDK's types (openai/types/decision_create_params.py).
+_D_REFUND: dict[str, Any] = {
+    "type": "predicate",
+    "name": "refund",
+    "instructions": "The customer wants their money back.",
+}
+_D_TOPIC: dict[str, Any] = {
+    "type": "choice",
+    "name": "topic",
+    "instructions": "What is the customer's message about?",
+    "choices": [
+        {"value": "billing", "description": "money, invoices, refunds, charges"},
+        {"value": "shipping", "description": "delivery, tracking, lost parcels"},
+        {"value": "technical", "description": "errors, crashes, login or performance problems"},
+    ],
+}
+_D_ANGRY: dict[str, Any] = {
+    "type": "choice",
+    "name": "angry",
+    "instructions": "Is the customer angry?",
+    "choices": [
+        {"value": True, "description": "the customer is angry"},
+        {"value": False, "description": "the customer is calm"},
+    ],
+}
+_D_URGENCY: dict[str, Any] = {
+    "type": "score",
+    "name": "urgency",
+    "instructions": "How urgent is this?",
+    "levels": [
+        {"label": "low", "description": "it can wait"},
+        {"label": "medium", "description": "this week"},
+        {"label": "high", "description": "today"},
+    ],
+}
+_D_STANDARD = (_D_REFUND, _D_TOPIC, _D_URGENCY)
+#: A 2x2 red PNG, as the data URL an input_image part takes.
+RED_PNG = (
+    "data:image/png;base64,"
+    "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEElEQVR42mP4z8AARAwQCgAf7gP9Y167WwAAAABJRU5ErkJggg=="
+)
 
 
-def prompt_fields(layout: str, surface: Surface, opening: str | None = None) -> dict[str, Any]:
+def _d(questions: Any, input: Any = STATE) -> Callable[[], dict[str, Any]]:
+    return lambda: {"input": input, "questions": [dict(q) for q in questions]}
+
+
+def _unnamed(question: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in question.items() if k != "name"}
+
+
+def _predicates(n: int) -> list[dict[str, Any]]:
+    return [
+        {"type": "predicate", "name": f"q{i}", "instructions": f"The message mentions the number {i}."}
+        for i in range(n)
+    ]
+
+
+def _one_choice(values: list[Any]) -> list[dict[str, Any]]:
+    return [{"type": "choice", "instructions": "Which team?", "choices": [{"value": v} for v in values]}]
+
+
+def _user_parts(*parts: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": [dict(part) for part in parts]}]
+
+
+_D_BODIES: Mapping[str, Callable[[], dict[str, Any]]] = {
+    "d-standard": _d(_D_STANDARD),
+    "d-predicate": _d([_D_REFUND]),
+    "d-choice-strings": _d([_D_TOPIC]),
+    "d-choice-booleans": _d([_D_ANGRY]),
+    "d-score-levels": _d([_D_URGENCY]),
+    "d-named-and-unnamed": _d([_D_REFUND, _unnamed(_D_TOPIC), _unnamed(_D_ANGRY), _D_URGENCY]),
+    "d-input-messages": _d(
+        _D_STANDARD,
+        [
+            {"role": "system", "content": "You triage the messages customers send to a support desk."},
+            {"role": "developer", "content": "Judge from the customer's own words only."},
+            {"role": "user", "content": STATE},
+            {"role": "assistant", "content": "I am sorry to hear that. Which card was charged?"},
+            {"role": "user", "content": "The one ending in 4242. Please fix it today."},
+        ],
+    ),
+    "d-input-json-part": _d(
+        _D_STANDARD,
+        _user_parts(
+            {"type": "input_text", "text": "The customer's message, as the ticket system holds it:"},
+            {"type": "input_json", "data": {"customer": "Ann", "channel": "email", "message": STATE}},
+        ),
+    ),
+    "d-input-image-part": _d(
+        _D_STANDARD,
+        _user_parts(
+            {"type": "input_text", "text": f"{STATE} Here is a photo of my bank statement."},
+            {"type": "input_image", "image_url": RED_PNG},
+        ),
+    ),
+    "d-400-questions": _d(_predicates(400)),
+    "d-401-questions": _d(_predicates(401)),
+    "d-no-questions": _d([]),
+    "d-unknown-type": _d(
+        [{"type": "rank", "instructions": "Rank them.", "choices": [{"value": "a"}, {"value": "b"}]}]
+    ),
+    "d-one-option": _d(_one_choice(["billing"])),
+    "d-duplicate-values": _d(_one_choice(["billing", "shipping", "billing"])),
+    "d-256-options": _d(_one_choice([f"option {i}" for i in range(256)])),
+}
+
+PROMPTS = (*_LAYOUTS, *_BODIES, *_D_BODIES)
+
+
+def prompt_fields(layout: str, surface: str, opening: str | None = None) -> dict[str, Any]:
     """The body fields carrying the prompt on one surface: messages, input, or system + messages.
 
     `opening` becomes the first line of the first turn, so the whole prompt starts with text no other
@@ -183,6 +292,8 @@ def prompt_fields(layout: str, surface: Surface, opening: str | None = None) -> 
     """
     if layout in _BODIES:
         return _BODIES[layout]()
+    if layout in _D_BODIES:
+        return _D_BODIES[layout]()
     if layout not in _LAYOUTS:
         raise KeyError(f"expected a prompt layout among {PROMPTS}, got {layout!r}")
     turns = _LAYOUTS[layout]()

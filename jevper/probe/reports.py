@@ -68,13 +68,13 @@ def _column_title(recording: Recording) -> str:
 
 def unserved_columns(topic_id: str, recordings: Sequence[Recording], catalogue: Catalogue) -> list[Recording]:
     """The recordings of servers that serve none of the topic's probes, and refused every one of them
-    (a System One server on the chat surfaces): their column in the topic's table would be a wall of
-    expected refusals."""
+    (a System One server on the chat surfaces, a server without the Decisions route on it): their column
+    in the topic's table would be a wall of expected refusals."""
     probes = [p for p in catalogue.probes if p.topic == topic_id]
     return [
         r
         for r in recordings
-        if probes and all(html.unserved(r.result(p.id), p.surface, html.serves(r.server)) for p in probes)
+        if probes and all(html.unserved(r.result(p.id), p.surface, html.served(r, catalogue)) for p in probes)
     ]
 
 

@@ -164,8 +164,8 @@ def test_every_json_request_sends_temperature_zero_a_fixed_seed_and_the_preset_m
             if request.json_body is None:
                 assert probe.raw_body is not None or probe.method == "GET"
                 continue
-            if not probe.reproducible:  # System One: the API has no such fields
-                assert probe.surface == "systemone"
+            if not probe.reproducible:  # System One and Decisions: the APIs have no such fields
+                assert probe.surface in ("systemone", "decisions")
                 assert "temperature" not in request.json_body and "seed" not in request.json_body
                 continue
             assert request.json_body["temperature"] == probe.sampling.get("temperature", 0)
@@ -223,7 +223,10 @@ def test_each_cold_cache_probe_opens_with_a_line_no_other_probe_sends() -> None:
     others = [
         p.id
         for p in CATALOGUE.probes
-        if p.raw_body is None and p.opening is None and not p.request_of and p.surface != "systemone"
+        if p.raw_body is None
+        and p.opening is None
+        and not p.request_of
+        and p.surface not in ("systemone", "decisions")
     ]
     for probe_id in others:
         assert opening(probe_id) not in cold.values(), probe_id
