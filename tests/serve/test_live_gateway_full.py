@@ -191,10 +191,11 @@ def test_the_metrics_count_the_requests_sent_to_a_live_gateway(upstream: Spawned
 def test_two_upstreams_with_one_killed_mid_run_give_no_5xx(upstream: SpawnedServer) -> None:
     with spawn_llamacpp(extra_args=SMALL_SLOTS) as doomed:
         more = ("--upstream", f"{doomed.base_url}={doomed.model}", *PATIENT)
-        with behind(upstream, options=more) as server:
+        with behind(upstream, options=more, api_key=KEY) as server:
+            auth = {"authorization": f"Bearer {KEY}"}
 
             async def run() -> list[int]:
-                async with httpx.AsyncClient(base_url=server.base_url, timeout=300) as http:
+                async with httpx.AsyncClient(base_url=server.base_url, timeout=300, headers=auth) as http:
 
                     async def one(i: int) -> int:
                         body = {"state": f"{STATE} ({i})", "questions": THREE}
@@ -210,7 +211,8 @@ def test_two_upstreams_with_one_killed_mid_run_give_no_5xx(upstream: SpawnedServ
                     return [*first, *await asyncio.gather(*running)]
 
             statuses = asyncio.run(run())
-            health = httpx.get(f"{root(server)}/health").json()
+            health = httpx.get(f"{root(server)}/health", headers=auth).json()
     assert statuses == [200] * 12, statuses
-    state = {u["url"]: u["in"] for u in health["upstreams"]}
+    assert health["upstreams"] == {"in": 1, "out": 1}, json.dumps(health)
+    state = {u["url"]: u["in"] for u in health["upstream_details"]}
     assert state == {upstream.base_url: True, doomed.base_url: False}, json.dumps(health)
