@@ -6,6 +6,7 @@ and a calibration fit again, without asking anything.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -13,11 +14,17 @@ from typing import Any
 
 from jevper.batch import BatchClassifier, Server
 from jevper.batch._files import Input, Writer
+from jevper.evaluate._calibration import write_atomically
+from jevper.evaluate._fit import mean_prior
+from jevper.evaluate._labels import distributions_by_row, read_table
+from jevper.evaluate._metrics import Distribution
 from jevper.evaluate._position import rotated
-from jevper.questions import Choice, Question
+from jevper.questions import Choice, Question, as_question
 
 #: Rows handed to the batch core at a time (its own concurrency spreads them over the servers).
 BATCH_ROWS = 256
+#: The content-free states of "Calibrate Before Use" (its empty one left out: a state must say something).
+CONTENT_FREE = ("N/A", "[MASK]")
 
 
 async def ask(
@@ -68,3 +75,37 @@ def rotations(given: Mapping[str, Any], asked: Mapping[str, Question]) -> list[d
         }
         for by in range(1, widest)
     ]
+
+
+async def content_free(
+    questions: Mapping[str, Any],
+    servers: Sequence[Server],
+    folder: Path,
+    *,
+    id_column: str = "id",
+    state_column: str = "state",
+    api: str = "auto",
+    method: str = "auto",
+) -> dict[str, Distribution]:
+    """Per question, the model's mean answer to the content-free states: its lean before any content.
+    The states and the answers are kept in ``folder`` (content-free.jsonl, content-free.answers.parquet)."""
+    states = folder / "content-free.jsonl"
+    lines = [{id_column: f"content-free-{i}", state_column: state} for i, state in enumerate(CONTENT_FREE, 1)]
+    write_atomically(states, "".join(json.dumps(line) + "\n" for line in lines))
+    output = await ask(
+        states,
+        questions,
+        servers,
+        folder / "content-free.answers.parquet",
+        id_column=id_column,
+        state_column=state_column,
+        api=api,
+        method=method,
+    )
+    answers = read_table(output, id_column, "content-free ANSWERS")
+    found: dict[str, Distribution] = {}
+    for qid, given in questions.items():
+        answered = list(distributions_by_row(answers, qid, as_question(qid, given)).values())
+        if answered:
+            found[qid] = mean_prior(answered)
+    return found

@@ -107,9 +107,12 @@ def figures(
     )
 
 
-def methods_for(kind: str) -> tuple[Method, ...]:
-    base: tuple[Method, ...] = ("identity", "temperature", "prior", "prior_temperature")
-    return (*base, "platt") if kind == "noul" else base
+def methods_for(kind: str, content_free: bool = False) -> tuple[Method, ...]:
+    """The methods tried for a question of ``kind``, simplest first (a tie goes to the simpler)."""
+    methods: tuple[Method, ...] = ("identity", "temperature", "prior", "prior_temperature")
+    if content_free:
+        methods += ("content_free", "content_free_temperature")
+    return (*methods, "platt") if kind == "noul" else methods
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,8 @@ class QuestionEvaluation:
     position: PositionBias | None = None
     #: why no calibration was fit, when one was asked for
     not_fit: str | None = None
+    #: the model's mean answer to content-free states, when it was asked
+    content_free: Distribution | None = None
 
     def to_json(self) -> dict[str, Any]:
         q = self.labelled
@@ -136,6 +141,8 @@ class QuestionEvaluation:
             "before": self.before.to_json(),
             "position_bias": self.position.to_json() if self.position else None,
         }
+        if self.content_free is not None:
+            value["content_free_prior"] = list(self.content_free)
         if self.selection is not None and self.after is not None:
             value["calibration"] = {
                 "method": self.selection.method,
@@ -195,27 +202,32 @@ def evaluate(
     seed: int = DEFAULT_SEED,
     target: float = DEFAULT_TARGET,
     positions: Mapping[str, PositionBias] | None = None,
+    content_free: Mapping[str, Distribution] | None = None,
 ) -> Evaluation:
     """Every figure of every question; with ``fit``, each question's calibration chosen by held-out NLL
-    and its held-out figures after."""
+    and its held-out figures after. ``content_free``: per question, the model's mean answer to
+    content-free states, which adds the content-free prior corrections to the methods tried."""
     done: dict[str, QuestionEvaluation] = {}
     for qid, q in labelled.items():
         before = figures(q.type, q.probabilities, q.gold, target)
         position = (positions or {}).get(qid)
+        prior = (content_free or {}).get(qid)
         if not fit:
-            done[qid] = QuestionEvaluation(q, before, position=position)
+            done[qid] = QuestionEvaluation(q, before, position=position, content_free=prior)
             continue
         if len(q.gold) < 2 * folds:
             why = (
                 f"expected at least {2 * folds} labelled, answered rows for {folds} folds, got {len(q.gold)}"
             )
-            done[qid] = QuestionEvaluation(q, before, position=position, not_fit=why)
+            done[qid] = QuestionEvaluation(q, before, position=position, not_fit=why, content_free=prior)
             continue
-        methods = methods_for(q.type)
-        selection = choose(methods, q.probabilities, q.gold, folds, seed)
-        predicted, fold_methods = held_out(methods, q.probabilities, q.gold, folds, seed)
+        methods = methods_for(q.type, prior is not None)
+        selection = choose(methods, q.probabilities, q.gold, folds, seed, prior)
+        predicted, fold_methods = held_out(methods, q.probabilities, q.gold, folds, seed, prior)
         after = figures(q.type, predicted, q.gold, target)
-        done[qid] = QuestionEvaluation(q, before, after, selection, tuple(fold_methods), position)
+        done[qid] = QuestionEvaluation(
+            q, before, after, selection, tuple(fold_methods), position, content_free=prior
+        )
     return Evaluation(done, fit, folds, seed, target)
 
 

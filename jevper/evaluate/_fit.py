@@ -9,6 +9,8 @@ A ``Calibrator`` takes a distribution over a question's options to another that 
   fit on, labels unused (the batch-mean prior of Batch Calibration; a content-free answer's distribution
   from "Calibrate Before Use" is used the same way);
 - ``prior_temperature``: the prior correction, then a temperature fit on the corrected distributions;
+- ``content_free`` and ``content_free_temperature``: the same with the prior of "Calibrate Before Use":
+  the model's mean answer to content-free states ("N/A", "[MASK]"), asked of the server, not fit;
 - ``platt`` (a yes/no question): ``sigmoid(a * logit(p_true) + b)``, a and b fit by NLL (Newton's method);
 - ``identity``: the distribution as it came.
 """
@@ -22,8 +24,27 @@ from typing import Any, Literal
 
 from jevper.evaluate._metrics import FLOOR, Distribution, nll
 
-Method = Literal["identity", "temperature", "prior", "prior_temperature", "platt"]
-METHODS: tuple[Method, ...] = ("identity", "temperature", "prior", "prior_temperature", "platt")
+Method = Literal[
+    "identity",
+    "temperature",
+    "prior",
+    "prior_temperature",
+    "content_free",
+    "content_free_temperature",
+    "platt",
+]
+METHODS: tuple[Method, ...] = (
+    "identity",
+    "temperature",
+    "prior",
+    "prior_temperature",
+    "content_free",
+    "content_free_temperature",
+    "platt",
+)
+#: The methods that divide by a prior, and those that then apply a temperature.
+_DIVIDING = ("prior", "prior_temperature", "content_free", "content_free_temperature")
+_TEMPERED = ("temperature", "prior_temperature", "content_free_temperature")
 #: The temperature is searched between these (a sharper or flatter distribution than either is not a
 #: calibration but a different model).
 T_RANGE = (0.02, 50.0)
@@ -46,13 +67,13 @@ class Calibrator:
             a, b = self.platt or (1.0, 0.0)
             yes = _sigmoid(a * _logit(p[0] / (p[0] + p[1]) if p[0] + p[1] > 0 else 0.5) + b)
             return (yes, 1.0 - yes)
-        if self.method in ("prior", "prior_temperature"):
+        if self.method in _DIVIDING:
             p = divided(p, self.prior or ())
-        return tempered(p, self.temperature) if self.method != "prior" else p
+        return tempered(p, self.temperature) if self.method in _TEMPERED else p
 
     def to_json(self) -> dict[str, Any]:
         value: dict[str, Any] = {"method": self.method}
-        if self.method in ("temperature", "prior_temperature"):
+        if self.method in _TEMPERED:
             value["temperature"] = self.temperature
         if self.prior is not None:
             value["prior"] = list(self.prior)
@@ -172,19 +193,30 @@ def fit_platt(probabilities: Sequence[Distribution], gold: Sequence[int]) -> tup
     return a, b
 
 
-def fit(method: Method, probabilities: Sequence[Distribution], gold: Sequence[int]) -> Calibrator:
-    """The calibrator of ``method`` fit on these rows (the prior on their distributions alone)."""
+def fit(
+    method: Method,
+    probabilities: Sequence[Distribution],
+    gold: Sequence[int],
+    content_free: Distribution | None = None,
+) -> Calibrator:
+    """The calibrator of ``method`` fit on these rows (the batch-mean prior on their distributions alone;
+    the content-free prior as given)."""
     if method == "identity":
         return Calibrator()
     if method == "temperature":
         return Calibrator("temperature", fit_temperature(probabilities, gold))
     if method == "platt":
         return Calibrator("platt", platt=fit_platt(probabilities, gold))
-    prior = mean_prior(probabilities)
-    if method == "prior":
-        return Calibrator("prior", prior=prior)
+    if method in ("content_free", "content_free_temperature"):
+        if content_free is None:
+            raise ValueError(f"expected a content-free prior for method {method!r}, got none")
+        prior = tuple(content_free)
+    else:
+        prior = mean_prior(probabilities)
+    if method in ("prior", "content_free"):
+        return Calibrator(method, prior=prior)
     corrected = [divided(p, prior) for p in probabilities]
-    return Calibrator("prior_temperature", fit_temperature(corrected, gold), prior)
+    return Calibrator(method, fit_temperature(corrected, gold), prior)
 
 
 def fitted_nll(calibrator: Calibrator, probabilities: Sequence[Distribution], gold: Sequence[int]) -> float:

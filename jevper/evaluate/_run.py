@@ -35,15 +35,25 @@ def evaluate_files(
     folds: int = DEFAULT_FOLDS,
     seed: int = DEFAULT_SEED,
     target: float = DEFAULT_TARGET,
+    content_free: Mapping[str, Distribution] | None = None,
 ) -> Evaluation:
     """``labelled`` against ``answers`` (a batch output asked with ``questions``); ``rotated``: pairs of a
-    questions file with a choice's options in another order and the batch output asked with it."""
+    questions file with a choice's options in another order and the batch output asked with it;
+    ``content_free``: per question, the model's mean answer to content-free states."""
     _, asked = read_questions(questions)
     labels = read_table(labelled, id_column, "LABELLED")
     answered = read_table(answers, id_column, "ANSWERS")
     pairs = paired(labels, answered, asked)
     positions = _positions(asked, answered, rotated, id_column) if rotated else {}
-    return evaluate(pairs, fit=fit, folds=folds, seed=seed, target=target, positions=positions)
+    return evaluate(
+        pairs,
+        fit=fit,
+        folds=folds,
+        seed=seed,
+        target=target,
+        positions=positions,
+        content_free=content_free,
+    )
 
 
 def _positions(

@@ -41,13 +41,14 @@ def out_of_fold(
     gold: Sequence[int],
     k: int,
     seed: int = DEFAULT_SEED,
+    content_free: Distribution | None = None,
 ) -> list[Distribution]:
     """Each row predicted by ``method`` fit on the folds that do not hold it."""
     predicted: list[Distribution] = list(probabilities)
     for held in folds(len(gold), k, seed):
         inside = set(held)
         train = [i for i in range(len(gold)) if i not in inside]
-        calibrator = fit(method, [probabilities[i] for i in train], [gold[i] for i in train])
+        calibrator = fit(method, [probabilities[i] for i in train], [gold[i] for i in train], content_free)
         for i in held:
             predicted[i] = calibrator.apply(probabilities[i])
     return predicted
@@ -59,11 +60,14 @@ def choose(
     gold: Sequence[int],
     k: int = DEFAULT_FOLDS,
     seed: int = DEFAULT_SEED,
+    content_free: Distribution | None = None,
 ) -> Selection:
-    scores: dict[str, float] = {m: nll(out_of_fold(m, probabilities, gold, k, seed), gold) for m in methods}
+    scores: dict[str, float] = {
+        m: nll(out_of_fold(m, probabilities, gold, k, seed, content_free), gold) for m in methods
+    }
     # Ties go to the earlier (simpler) method in ``methods``.
     best = min(methods, key=lambda m: (scores[m], methods.index(m)))
-    return Selection(best, dict(scores), fit(best, probabilities, gold))
+    return Selection(best, dict(scores), fit(best, probabilities, gold, content_free))
 
 
 def held_out(
@@ -72,6 +76,7 @@ def held_out(
     gold: Sequence[int],
     k: int = DEFAULT_FOLDS,
     seed: int = DEFAULT_SEED,
+    content_free: Distribution | None = None,
 ) -> tuple[list[Distribution], list[str]]:
     """Every row calibrated by what was chosen and fit without it: the predictions, and the method each
     outer fold chose."""
@@ -80,7 +85,8 @@ def held_out(
     for held in folds(len(gold), k, seed):
         inside = set(held)
         train = [i for i in range(len(gold)) if i not in inside]
-        picked = choose(methods, [probabilities[i] for i in train], [gold[i] for i in train], k, seed + 1)
+        train_p, train_gold = [probabilities[i] for i in train], [gold[i] for i in train]
+        picked = choose(methods, train_p, train_gold, k, seed + 1, content_free)
         chosen.append(picked.method)
         for i in held:
             predicted[i] = picked.calibrator.apply(probabilities[i])

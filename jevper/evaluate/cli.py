@@ -21,7 +21,7 @@ from typing import Any
 
 from jevper import ConfigError, JevperError
 from jevper.batch.cli import servers_of
-from jevper.evaluate._ask import ask, rotations
+from jevper.evaluate._ask import ask, content_free, rotations
 from jevper.evaluate._calibration import Binding, prompt_digest, write_atomically
 from jevper.evaluate._evaluation import DEFAULT_TARGET
 from jevper.evaluate._labels import golds, read_table
@@ -88,6 +88,12 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --server: ask every choice again under each rotation of its options (the position bias)",
     )
+    p.add_argument(
+        "--content-free",
+        action="store_true",
+        help='with --server: ask the content-free states ("N/A", "[MASK]") too, for the content-free '
+        "prior corrections among the calibrations tried",
+    )
     binding = p.add_argument_group(
         "what the answers came from (with --fit, the calibration is bound to it; with --server, "
         "--model, --method and --surface are also what is asked)"
@@ -116,12 +122,14 @@ def _main(args: argparse.Namespace) -> int:
         raise ConfigError(f"--target-accuracy: expected a share in (0, 1], got {args.target_accuracy}")
     if args.out.exists() and not args.out.is_dir():
         raise ConfigError(f"--out {args.out}: expected a folder, got a file")
-    if args.rotations and not args.server:
-        raise ConfigError("--rotations: expected --server to ask the rotated questions of, got none")
+    for flag in ("rotations", "content_free"):
+        if getattr(args, flag) and not args.server:
+            raise ConfigError(f"--{flag.replace('_', '-')}: expected --server to ask, got none")
     given, asked = read_questions(args.questions)
     binding = _binding(args, given) if args.fit else None
     answers = args.answers
     turned: list[tuple[Path, Path]] = [(q, a) for q, a in args.rotated]
+    priors = None
     if args.server:
         # Everything the labels can get wrong is found before the first request.
         golds(read_table(args.labelled, args.id_column, "LABELLED"), asked)
@@ -139,6 +147,8 @@ def _main(args: argparse.Namespace) -> int:
             write_atomically(path, json.dumps(questions, indent=2, ensure_ascii=False) + "\n")
             output = args.out / f"answers.rotated-{by}.parquet"
             turned.append((path, asyncio.run(ask(args.labelled, questions, servers, output, **options))))
+        if args.content_free:
+            priors = asyncio.run(content_free(given, servers, args.out, **options))
     evaluation = evaluate_files(
         args.labelled,
         args.questions,
@@ -149,6 +159,7 @@ def _main(args: argparse.Namespace) -> int:
         folds=args.folds,
         seed=args.seed,
         target=args.target_accuracy,
+        content_free=priors,
     )
     source: dict[str, Any] = {
         "labelled": str(args.labelled),

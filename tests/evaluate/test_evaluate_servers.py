@@ -78,3 +78,25 @@ def test_rotations_without_a_server_are_refused(tmp_path: Path, capsys: pytest.C
     argv = [str(TICKETS), "--questions", str(QUESTIONS), "--answers", str(TICKETS), "--rotations"]
     assert main([*argv, "--out", str(tmp_path / "out")]) == 2
     assert "--rotations: expected --server" in capsys.readouterr().err
+
+
+def test_content_free_asks_the_content_free_states_and_tries_their_prior(
+    tmp_path: Path, faults: FaultServer
+) -> None:
+    out = tmp_path / "out"
+    argv = [
+        str(TICKETS),
+        "--questions",
+        str(QUESTIONS),
+        "--server",
+        faults.base_url(),
+        "--model",
+        faults.model,
+    ]
+    bound = ["--server-kind", "fault", "--server-release", "0", "--method", "auto", "--surface", "auto"]
+    assert main([*argv, "--out", str(out), "--content-free", "--fit", *bound]) == 0
+    states = [json.loads(line)["state"] for line in (out / "content-free.jsonl").read_text().splitlines()]
+    assert states == ["N/A", "[MASK]"] and (out / "content-free.answers.parquet").is_file()
+    for qid, q in json.loads((out / "metrics.json").read_text())["questions"].items():
+        assert sum(q["content_free_prior"]) == pytest.approx(1.0), qid
+        assert {"content_free", "content_free_temperature"} <= set(q["calibration"]["held_out_nll"]), qid

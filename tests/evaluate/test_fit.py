@@ -108,3 +108,21 @@ def test_an_overconfident_model_gets_a_temperature_and_a_lower_held_out_ece() ->
     predicted, per_fold = held_out(methods, said, gold)
     assert len(per_fold) == 5
     assert reliability(predicted, gold).ece < reliability(said, gold).ece / 2
+
+
+def test_a_content_free_prior_given_to_the_fit_is_chosen_over_the_batch_mean_when_it_is_the_lean() -> None:
+    truth, said, gold = leaning(13)
+    rows, golds = rows_of(said)[:600], gold[:600]
+    lean = tuple(float(x) for x in LEAN)
+    calibrator = fit("content_free", rows, golds, content_free=lean)
+    assert calibrator == Calibrator("content_free", prior=lean)
+    assert np.allclose([calibrator.apply(p) for p in rows], truth[:600])
+    methods = ("identity", "prior", "content_free")
+    chosen = choose(methods, rows, golds, content_free=lean)
+    assert chosen.method == "content_free"
+    assert chosen.scores["content_free"] < chosen.scores["prior"] < chosen.scores["identity"]
+
+
+def test_a_content_free_method_without_its_prior_is_refused() -> None:
+    with pytest.raises(ValueError, match="expected a content-free prior"):
+        fit("content_free_temperature", [(0.5, 0.5)], [0])
