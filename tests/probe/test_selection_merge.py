@@ -252,9 +252,10 @@ def test_a_provenance_written_by_the_older_merge_keeps_its_re_run_probes_named(
 
 
 def test_an_index_made_by_a_single_run_is_written_back_byte_identical(tmp_path: Path) -> None:
-    # A committed recording made by one run (callo's, recorded whole).
-    committed = COMMITTED.fixture_dir("callo-0.3.1")
-    COMMITTED.load("callo-0.3.1").save(tmp_path)
+    # A committed recording made by one run, recorded whole (the first such, whichever it is).
+    single = next(r for r in COMMITTED.recordings() if r.provenance == "recorded" and not r.later)
+    committed = COMMITTED.fixture_dir(single.key)
+    single.save(tmp_path)
     for name in ("results.json", "provenance.json"):
         assert (tmp_path / name).read_bytes() == (committed / name).read_bytes()
     assert "updates" not in json.loads((committed / "results.json").read_text())
