@@ -1,5 +1,5 @@
-"""Live (marker `live`): the labelled tickets asked of the embedded llama.cpp through the batch core,
-scored, calibrated, and the calibration refused for another model."""
+"""Live (marker `live`): the labelled tickets and the content-free states asked of the embedded llama.cpp
+through the batch core, scored, calibrated, and the calibration refused for another model."""
 
 from __future__ import annotations
 
@@ -41,11 +41,12 @@ def test_evaluate_asks_the_server_fits_a_bound_calibration_and_refuses_it_for_an
     ]
     bound = ["--server-kind", "llamacpp", "--server-release", "b11549", "--method", "grammar",
              "--surface", "chat_completions"]  # fmt: skip
-    assert main([*argv, "--out", str(out), "--fit", "--folds", "3", *bound]) == 0
+    assert main([*argv, "--out", str(out), "--fit", "--folds", "3", "--content-free", *bound]) == 0
     figures = json.loads((out / "metrics.json").read_text())["questions"]
     for qid, q in figures.items():
-        # A grammar holds the small model to a label: every row is answered.
+        # A grammar holds the small model to a label: every row is answered, the content-free ones too.
         assert (q["before"]["n"], q["unanswered"]) == (ROWS, 0), qid
+        assert sum(q["content_free_prior"]) == pytest.approx(1.0), qid
         assert q["after"]["n"] == q["before"]["n"], qid
     calibration = Calibration.load(out / "calibration.json")
     assert calibration.bound_to.model == llamacpp.model
