@@ -312,3 +312,12 @@ def test_a_recording_that_answered_404_to_every_decisions_probe_does_not_serve_t
     assert [r.key for r in unserved_columns("decisions", [without, refusing], CATALOGUE)] == [
         "llamacpp-b11549"
     ]
+
+
+def test_list_shows_every_decisions_probe_on_its_own_surface(capsys: pytest.CaptureFixture[str]) -> None:
+    from jevper.probe.cli import main
+
+    assert main(["list", "--only", "decisions-*"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[:2] for line in lines] == [[p.id, "decisions"] for p in DECISIONS]
+    assert len(lines) == len(DECISIONS) > 0
