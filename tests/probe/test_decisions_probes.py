@@ -321,3 +321,35 @@ def test_list_shows_every_decisions_probe_on_its_own_surface(capsys: pytest.Capt
     lines = capsys.readouterr().out.splitlines()
     assert [line.split("\t")[:2] for line in lines] == [[p.id, "decisions"] for p in DECISIONS]
     assert len(lines) == len(DECISIONS) > 0
+
+
+def client_answer(question: Any) -> Any:
+    """jevper's own answer to one question, uneven so that a peak and an expectation are checked."""
+    from jevper.models import ChoiceAnswer, NoulAnswer, ScoreAnswer
+
+    if question.type == "predicate":
+        return NoulAnswer(0.8, {"yes": 0.8, "no": 0.2}, 0.6, "logprobs", "chat_completions")
+    if question.type == "choice":
+        options = question.question.options
+        shares = [2.0 ** -(i + 1) for i in range(len(options))]
+        shares[-1] += 1 - sum(shares)
+        shared = dict(zip(options, shares, strict=True))
+        return ChoiceAnswer(options[0], shared, 0.3, "logprobs", "chat_completions")
+    shares = [0.2, 0.5, 0.3]
+    expected = sum(i * p for i, p in enumerate(shares))
+    legend = dict(enumerate(question.labels))
+    return ScoreAnswer(expected, dict(enumerate(shares)), legend, 0.5, "logprobs", "chat_completions")
+
+
+@pytest.mark.parametrize("probe", VALID, ids=[p.id for p in VALID])
+def test_the_clients_own_decisions_body_for_each_valid_probe_passes_the_grading(probe: Any) -> None:
+    from jevper.decision_answers import DecisionResponse, DecisionUsage, answered
+
+    request = decision_request(request_of(probe.id))
+    body = DecisionResponse(
+        tuple(answered(q, client_answer(q)) for q in request.questions), "smollm2", DecisionUsage(40, 3)
+    ).to_api()
+
+    verdict = grade(probe.id, body)
+
+    assert (verdict.outcome, verdict.grade) == ("supported", "pass"), verdict.text
