@@ -77,8 +77,9 @@ class BatchClassifier:
     most room. ``keep_columns``: False (the id column only), True (every input column), or the names of
     the input columns to keep. ``concurrency``: rows in flight at once (default: every server's slots).
     ``max_retries``: how many times a row is asked again, elsewhere, after a server failed it (and past
-    them for up to RESTART_PATIENCE_S while the failure may pass: a restart). ``api``, ``method``,
-    ``extra_body`` and ``timeout`` are the client's.
+    them for up to ``patience`` seconds, default RESTART_PATIENCE_S, while the failure may pass: a
+    restart; 0 gives up as soon as the retries are spent). ``api``, ``method``, ``extra_body`` and
+    ``timeout`` are the client's.
     """
 
     def __init__(
@@ -95,6 +96,7 @@ class BatchClassifier:
         extra_body: Mapping[str, Any] | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         max_retries: int = DEFAULT_MAX_RETRIES,
+        patience: float = RESTART_PATIENCE_S,
     ) -> None:
         self.questions = as_questions(questions)
         self._asked = dict(self.questions)
@@ -115,8 +117,11 @@ class BatchClassifier:
             raise ConfigError(f"concurrency: expected a positive integer, got {concurrency!r}")
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ConfigError(f"max_retries: expected an integer of at least 0, got {max_retries!r}")
+        if isinstance(patience, bool) or not isinstance(patience, int | float) or not 0 <= patience < 1e6:
+            raise ConfigError(f"patience: expected seconds from 0 to 1e6, got {patience!r}")
         self.concurrency = concurrency or sum(s.slots for s in self.servers)
         self.max_retries = max_retries
+        self.patience = float(patience)
         self.client_options: dict[str, Any] = {
             "api": api,
             "method": method,
@@ -264,7 +269,7 @@ class BatchClassifier:
                 self.servers,
                 self._connect,
                 max_cool_down=RESTART_COOL_DOWN_S,
-                patience=RESTART_PATIENCE_S,
+                patience=self.patience,
             )
             self._pool_loop = loop
         return self._pool

@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from jevper import ConfigError, InvalidQuestionError
-from jevper.batch._core import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, BatchClassifier, Server, as_questions
+from jevper.batch._core import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT,
+    RESTART_PATIENCE_S,
+    BatchClassifier,
+    Server,
+    as_questions,
+)
 from jevper.batch._engine_cli import ENGINES, run_engine
 from jevper.batch._files import Input, format_of
 from jevper.batch._local import DEFAULT_BATCH_ROWS, Stopped, Tally, progress_line, run, summary_line
@@ -81,6 +88,14 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         default=DEFAULT_MAX_RETRIES,
         help="times a row is asked again on another server after a server failed it",
+    )
+    p.add_argument(
+        "--patience",
+        type=float,
+        default=RESTART_PATIENCE_S,
+        metavar="SECONDS",
+        help="how long rows wait for servers that fail for a reason that may pass (a restart) before "
+        f"the run stops with status 3 (default: {RESTART_PATIENCE_S:g})",
     )
     p.add_argument(
         "--engine",
@@ -212,6 +227,7 @@ def _main(args: argparse.Namespace) -> int:
                 extra_body=args.extra_body,
                 timeout=args.timeout,
                 max_retries=args.max_retries,
+                patience=args.patience,
             )
             classifier.output_schema(checked.schema)
             if args.engine != "local":
@@ -232,6 +248,7 @@ def _on_engine(args: argparse.Namespace, asked: dict[str, Any], classifier: Batc
         "concurrency": args.concurrency,
         **classifier.client_options,
         "max_retries": args.max_retries,
+        "patience": args.patience,
     }
     tally = run_engine(
         args.engine,

@@ -203,6 +203,13 @@ def test_a_batch_without_the_columns_asked_for_is_refused_before_any_request(
             "expected an api_key of printable ASCII characters",
         ),
         (QUESTIONS, [Server("http://127.0.0.1:9/v1", "m")], {"concurrency": 0}, ConfigError, "concurrency"),
+        (
+            QUESTIONS,
+            [Server("http://127.0.0.1:9/v1", "m")],
+            {"patience": -1},
+            ConfigError,
+            "patience: expected seconds from 0 to 1e6, got -1",
+        ),
     ],
 )
 def test_bad_settings_are_refused_when_the_classifier_is_made(

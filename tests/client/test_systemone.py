@@ -623,7 +623,8 @@ class TimingOut(openai.OpenAI):
 
     def get(self, *args: Any, **kwargs: Any) -> Any:
         self.asked.append(str(args[0] if args else kwargs.get("path")))
-        raise openai.APITimeoutError(request=None)  # type: ignore[arg-type]
+        # A real request, as the SDK's own transport would name: the SDK reads its headers.
+        raise openai.APITimeoutError(request=self._client.build_request("GET", f"{self.base_url}models"))
 
 
 def test_a_model_list_that_times_out_sends_this_call_to_the_prompt_surfaces_and_the_next_asks_again(

@@ -206,5 +206,8 @@ def test_a_run_whose_every_request_is_refused_busy_exits_1_with_every_probe_a_fa
     results = Recording.load(Layout.out(tmp_path).partial_dir("llamacpp-b1"))
     # Its own route is not a surface, so the server answers it plainly; GET /v1/models always answers.
     bad_route = {"chat-bad-path", "systemone-models"}
-    assert {r.outcome for r in results.probes if r.id not in bad_route} == {"fault"}
+    # The fault server has no POST /v1/decisions (no surface the client records): a plain 404 there.
+    unserved = {r.id for r in results.probes if r.id.startswith("decisions-")}
+    assert {r.outcome for r in results.probes if r.id in unserved} == {"refused"}
+    assert {r.outcome for r in results.probes if r.id not in bad_route | unserved} == {"fault"}
     assert len(results.probes) == len(CATALOGUE)
