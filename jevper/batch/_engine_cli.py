@@ -3,11 +3,15 @@
 The engine reads INPUT with its own reader and writes Parquet parts into ``OUTPUT.<engine>-parts/``;
 the parts are then joined into OUTPUT in its format (the local engine's writer) and removed. On Ray the
 parts are committed with Ray's own checkpointing (``OUTPUT.ray-checkpoint/``), so ``--resume`` after a
-crash asks only the rows with no committed result; Spark retries failed tasks itself and has no resume.
+crash asks only the rows with no committed result; what the run asked, and of which models, is kept in
+``OUTPUT.ray-run/manifest.json``, so a resume asking anything else is refused as the local engine's is.
+Spark retries failed tasks itself and has no resume.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -20,6 +24,7 @@ from jevper import ConfigError
 from jevper._upstreams import Upstream
 from jevper.batch._files import Writer, format_of, install
 from jevper.batch._local import Tally
+from jevper.batch._parts import Parts
 
 ENGINES = ("local", "ray", "spark")
 
@@ -57,7 +62,10 @@ def run_engine(
             "finish that run (ray), or remove the folder"
         )
     tally = Tally()
+    run = Parts(output, folder=output.with_name(f"{output.name}.{engine}-run"))
     if engine == "ray":
+        # Checked before Ray starts: a resume that asks other questions, or of another model, is refused.
+        run.start(manifest(source, questions, servers, options), resume=resume)
         from jevper.batch import ray as engine_ray
 
         engine_ray.init(address)
@@ -74,7 +82,29 @@ def run_engine(
     _join(parts, output, tally)
     shutil.rmtree(parts)
     shutil.rmtree(checkpoint, ignore_errors=True)
+    shutil.rmtree(run.folder, ignore_errors=True)
     return tally
+
+
+def manifest(
+    source: Path, questions: Mapping[str, Any], servers: Sequence[Upstream], options: Mapping[str, Any]
+) -> dict[str, Any]:
+    """What decides a Ray run's answers: its input, its questions, its models and how they are asked
+    (never a server's URL or key: another server serving the same model is the same run)."""
+    asked = json.dumps(questions, sort_keys=True, default=repr)
+    keep = options.get("keep_columns", False)
+    return {
+        "version": 1,
+        "input": str(source.resolve()),
+        "questions_sha256": hashlib.sha256(asked.encode()).hexdigest(),
+        "id_column": options.get("id_column", "id"),
+        "state_column": options.get("state_column", "state"),
+        "keep_columns": keep if isinstance(keep, bool) else list(keep),
+        "models": sorted({server.model for server in servers}),
+        "api": options.get("api", "auto"),
+        "method": options.get("method", "auto"),
+        "extra_body": dict(options.get("extra_body") or {}),
+    }
 
 
 def _spark_read(session: Any, source: Path) -> Any:

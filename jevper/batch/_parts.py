@@ -45,9 +45,9 @@ class JournalError(ConfigError):
 class Parts:
     """The parts folder of one OUTPUT."""
 
-    def __init__(self, output: Path) -> None:
+    def __init__(self, output: Path, folder: Path | None = None) -> None:
         self.output = output
-        self.folder = output.with_name(output.name + ".parts")
+        self.folder = folder or output.with_name(output.name + ".parts")
 
     # --- starting and resuming -----------------------------------------------------------------------
 

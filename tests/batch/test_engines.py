@@ -331,3 +331,4 @@ def test_the_command_line_runs_the_same_input_on_each_engine(
         outputs[name] = by_id([json.loads(line) for line in output.read_text().splitlines()])
     assert outputs[engine] == outputs["local"]
     assert not list(tmp_path.glob("*-parts")) and not list(tmp_path.glob("*-checkpoint"))
+    assert not list(tmp_path.glob("*-run"))  # the run's manifest goes with it
