@@ -4,7 +4,9 @@ Every error the library raises on purpose is a ``JevperError``; the tree is shal
 
     JevperError
      ├── ConfigError             a setting of the run (a server, a file, a command-line option) cannot
-     │                           work as given; nothing was asked yet
+     │    │                      work as given; nothing was asked yet
+     │    └── CalibrationMismatchError   a calibration applied to answers it was not fit for; names
+     │                                   the field that differs
      ├── InvalidQuestionError    the question, or a setting it is asked with, cannot be sent as given
      │    └── InvalidDecisionError   a Decisions request (OpenAI's schema) breaks its rules; names the param
      ├── LabelReadoutError       the model answered prose where a label was asked for (after one retry),
@@ -22,6 +24,7 @@ from __future__ import annotations
 from typing import TypeAlias
 
 __all__ = [
+    "CalibrationMismatchError",
     "ConfigError",
     "IncompleteAnswerError",
     "InvalidDecisionError",
@@ -43,6 +46,17 @@ class ConfigError(JevperError, ValueError):
 
     Not an ``InvalidQuestionError``: the questions may be fine; what is around them is not.
     """
+
+
+class CalibrationMismatchError(ConfigError):
+    """A calibration was fit for other answers than these: ``field`` differs (``expected`` is what it was
+    fit for, ``got`` what it is applied to)."""
+
+    def __init__(self, message: str, *, field: str, expected: object, got: object) -> None:
+        super().__init__(message)
+        self.field = field
+        self.expected = expected
+        self.got = got
 
 
 #: Where a problem sits in a System One request, as its 422 names it: ``("questions", "route", "criteria")``.

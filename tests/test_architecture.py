@@ -129,6 +129,7 @@ PUBLIC = {
     "jevper.client",
     "jevper.questions",
     "jevper.models",
+    "jevper.calibration",
     "jevper._errors",
 } | {f"jevper.{name}" for name in jevper.__all__}
 

@@ -1,5 +1,6 @@
-"""Calibration maps and their fits: a temperature, Platt scaling for a yes/no question, and a label-free
-prior correction.
+"""The fits of the calibration maps: a temperature, Platt scaling for a yes/no question, and a label-free
+prior correction. The maps themselves (``Calibrator``) are ``jevper.calibration``'s, which the clients
+apply.
 
 A ``Calibrator`` takes a distribution over a question's options to another that sums to 1:
 
@@ -19,97 +20,30 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
 
-from jevper.evaluate._metrics import FLOOR, Distribution, nll
+from jevper.calibration import METHODS, Calibrator, Distribution, Method, divided, tempered
+from jevper.calibration import logit as _logit
+from jevper.calibration import sigmoid as _sigmoid
+from jevper.evaluate._metrics import FLOOR, nll
 
-Method = Literal[
-    "identity",
-    "temperature",
-    "prior",
-    "prior_temperature",
-    "content_free",
-    "content_free_temperature",
-    "platt",
+__all__ = [
+    "METHODS",
+    "T_RANGE",
+    "Calibrator",
+    "Method",
+    "divided",
+    "fit",
+    "fit_platt",
+    "fit_temperature",
+    "fitted_nll",
+    "mean_prior",
+    "tempered",
 ]
-METHODS: tuple[Method, ...] = (
-    "identity",
-    "temperature",
-    "prior",
-    "prior_temperature",
-    "content_free",
-    "content_free_temperature",
-    "platt",
-)
-#: The methods that divide by a prior, and those that then apply a temperature.
-_DIVIDING = ("prior", "prior_temperature", "content_free", "content_free_temperature")
-_TEMPERED = ("temperature", "prior_temperature", "content_free_temperature")
+
 #: The temperature is searched between these (a sharper or flatter distribution than either is not a
 #: calibration but a different model).
 T_RANGE = (0.02, 50.0)
 _GOLDEN = (math.sqrt(5) - 1) / 2
-
-
-@dataclass(frozen=True)
-class Calibrator:
-    """One question's calibration map: its method and the parameters that method uses."""
-
-    method: Method = "identity"
-    temperature: float = 1.0
-    prior: tuple[float, ...] | None = None
-    platt: tuple[float, float] | None = None
-
-    def apply(self, p: Distribution) -> Distribution:
-        if self.method == "identity":
-            return _normalised(p)
-        if self.method == "platt":
-            a, b = self.platt or (1.0, 0.0)
-            yes = _sigmoid(a * _logit(p[0] / (p[0] + p[1]) if p[0] + p[1] > 0 else 0.5) + b)
-            return (yes, 1.0 - yes)
-        if self.method in _DIVIDING:
-            p = divided(p, self.prior or ())
-        return tempered(p, self.temperature) if self.method in _TEMPERED else p
-
-    def to_json(self) -> dict[str, Any]:
-        value: dict[str, Any] = {"method": self.method}
-        if self.method in _TEMPERED:
-            value["temperature"] = self.temperature
-        if self.prior is not None:
-            value["prior"] = list(self.prior)
-        if self.platt is not None:
-            value["platt"] = {"a": self.platt[0], "b": self.platt[1]}
-        return value
-
-    @classmethod
-    def of_json(cls, value: dict[str, Any]) -> Calibrator:
-        platt = value.get("platt")
-        prior = value.get("prior")
-        return cls(
-            value["method"],
-            float(value.get("temperature", 1.0)),
-            tuple(float(x) for x in prior) if prior is not None else None,
-            (float(platt["a"]), float(platt["b"])) if platt is not None else None,
-        )
-
-
-def _normalised(p: Sequence[float]) -> Distribution:
-    total = sum(p)
-    if total <= 0:
-        return tuple(1.0 / len(p) for _ in p)
-    return tuple(x / total for x in p)
-
-
-def tempered(p: Distribution, temperature: float) -> Distribution:
-    """softmax(log p / T), each probability floored at FLOOR first (so an option with none can gain)."""
-    logs = [math.log(max(x, FLOOR)) / temperature for x in p]
-    top = max(logs)
-    return _normalised([math.exp(x - top) for x in logs])
-
-
-def divided(p: Distribution, prior: Sequence[float]) -> Distribution:
-    """p divided by the prior (each floored at FLOOR), renormalised."""
-    return _normalised([x / max(q, FLOOR) for x, q in zip(p, prior, strict=True)])
 
 
 def mean_prior(probabilities: Sequence[Distribution]) -> tuple[float, ...]:
@@ -221,18 +155,6 @@ def fit(
 
 def fitted_nll(calibrator: Calibrator, probabilities: Sequence[Distribution], gold: Sequence[int]) -> float:
     return nll([calibrator.apply(p) for p in probabilities], gold)
-
-
-def _logit(p: float) -> float:
-    p = min(max(p, FLOOR), 1 - FLOOR)
-    return math.log(p / (1 - p))
-
-
-def _sigmoid(x: float) -> float:
-    if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
-    e = math.exp(x)
-    return e / (1.0 + e)
 
 
 def _softplus(x: float) -> float:

@@ -1,0 +1,353 @@
+"""``Calibration``: each question's calibration map, bound to the answers it was fit for.
+
+``python -m jevper.evaluate ... --fit`` writes one (``calibration.json``, versioned); the clients, the batch
+and the gateway apply it (``calibration=``, ``--calibration FILE``). A ``Calibrator`` takes a distribution
+over a question's options to another that sums to 1:
+
+- ``identity``: the distribution as it came;
+- ``temperature``: ``p_k ** (1 / T)``, renormalised (softmax of the log-probabilities over T);
+- ``prior``, ``content_free``: ``p_k / prior_k``, renormalised (the batch-mean prior of Batch Calibration,
+  or the model's mean answer to content-free states from "Calibrate Before Use");
+- ``prior_temperature``, ``content_free_temperature``: the prior correction, then a temperature;
+- ``platt`` (a yes/no question): ``sigmoid(a * logit(p_true) + b)``.
+
+The binding is what the map depends on: the server kind and its release, the model, the method and the
+surface the answers were read with, and a digest of the prompt layout (every question's type,
+instructions and options in their order; since the client applies it, each question's own digest too).
+Applied to anything else it is refused with a ``CalibrationMismatchError`` naming what differs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from jevper._errors import CalibrationMismatchError, ConfigError
+from jevper.questions import Choice, Noul, Question, as_question, described
+
+VERSION = 1
+KIND = "jevper.calibration"
+#: A distribution over a question's options, in their order (a yes/no question's: true, false).
+Distribution = tuple[float, ...]
+#: Probabilities are floored here before a logarithm: an option the server gave no mass costs 27.6 nats.
+FLOOR = 1e-12
+
+Method = Literal[
+    "identity",
+    "temperature",
+    "prior",
+    "prior_temperature",
+    "content_free",
+    "content_free_temperature",
+    "platt",
+]
+METHODS: tuple[Method, ...] = (
+    "identity",
+    "temperature",
+    "prior",
+    "prior_temperature",
+    "content_free",
+    "content_free_temperature",
+    "platt",
+)
+#: The methods that divide by a prior, and those that then apply a temperature.
+_DIVIDING = ("prior", "prior_temperature", "content_free", "content_free_temperature")
+_TEMPERED = ("temperature", "prior_temperature", "content_free_temperature")
+
+
+@dataclass(frozen=True)
+class Calibrator:
+    """One question's calibration map: its method and the parameters that method uses."""
+
+    method: Method = "identity"
+    temperature: float = 1.0
+    prior: tuple[float, ...] | None = None
+    platt: tuple[float, float] | None = None
+
+    def apply(self, p: Distribution) -> Distribution:
+        if self.method == "identity":
+            return _normalised(p)
+        if self.method == "platt":
+            a, b = self.platt or (1.0, 0.0)
+            yes = sigmoid(a * logit(p[0] / (p[0] + p[1]) if p[0] + p[1] > 0 else 0.5) + b)
+            return (yes, 1.0 - yes)
+        if self.method in _DIVIDING:
+            p = divided(p, self.prior or ())
+        return tempered(p, self.temperature) if self.method in _TEMPERED else p
+
+    def to_json(self) -> dict[str, Any]:
+        value: dict[str, Any] = {"method": self.method}
+        if self.method in _TEMPERED:
+            value["temperature"] = self.temperature
+        if self.prior is not None:
+            value["prior"] = list(self.prior)
+        if self.platt is not None:
+            value["platt"] = {"a": self.platt[0], "b": self.platt[1]}
+        return value
+
+    @classmethod
+    def of_json(cls, value: dict[str, Any]) -> Calibrator:
+        platt = value.get("platt")
+        prior = value.get("prior")
+        return cls(
+            value["method"],
+            float(value.get("temperature", 1.0)),
+            tuple(float(x) for x in prior) if prior is not None else None,
+            (float(platt["a"]), float(platt["b"])) if platt is not None else None,
+        )
+
+
+def _normalised(p: Sequence[float]) -> Distribution:
+    total = sum(p)
+    if total <= 0:
+        return tuple(1.0 / len(p) for _ in p)
+    return tuple(x / total for x in p)
+
+
+def tempered(p: Distribution, temperature: float) -> Distribution:
+    """softmax(log p / T), each probability floored at FLOOR first (so an option with none can gain)."""
+    logs = [math.log(max(x, FLOOR)) / temperature for x in p]
+    top = max(logs)
+    return _normalised([math.exp(x - top) for x in logs])
+
+
+def divided(p: Distribution, prior: Sequence[float]) -> Distribution:
+    """p divided by the prior (each floored at FLOOR), renormalised."""
+    return _normalised([x / max(q, FLOOR) for x, q in zip(p, prior, strict=True)])
+
+
+def logit(p: float) -> float:
+    p = min(max(p, FLOOR), 1 - FLOOR)
+    return math.log(p / (1 - p))
+
+
+def sigmoid(x: float) -> float:
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What a calibration was fit for, or what answers to calibrate come from."""
+
+    server_kind: str
+    server_release: str
+    model: str
+    method: str
+    surface: str
+    #: ``prompt_digest(questions)`` of the questions asked
+    prompt_digest: str
+
+
+def prompt_digest(questions: Mapping[str, Any]) -> str:
+    """A digest of what the model is shown of the questions: ids, types, instructions and options, in
+    order. Any change of wording or option order changes it."""
+    layout = [[str(qid), _layout(as_question(str(qid), q))] for qid, q in questions.items()]
+    text = json.dumps(layout, ensure_ascii=False, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _layout(question: Question) -> list[Any]:
+    criteria: Any
+    if isinstance(question, Choice):
+        criteria = [[option, described(text)] for option, text in question.criteria.items()]
+    elif isinstance(question, Noul):
+        given = question.criteria
+        criteria = (
+            [[side, described(given[side])] for side in Noul.SIDES if side in given]
+            if isinstance(given, Mapping)
+            else described(given)
+        )
+    else:
+        criteria = [described(level) for level in question.criteria]
+    return [question.type, described(question.instructions), criteria]
+
+
+@dataclass(frozen=True)
+class QuestionCalibration:
+    """One question's map: its type and options (in order), the calibrator, each method's out-of-fold NLL
+    that chose it, and the digest of this question's own layout (``prompt_digest({qid: question})``;
+    None in a file written before the clients applied calibrations)."""
+
+    type: str
+    options: tuple[str, ...]
+    calibrator: Calibrator
+    scores: Mapping[str, float]
+    prompt_digest: str | None = None
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Per question, the calibration map chosen by held-out NLL; bound to what it was fit for.
+    ``source``: the file it was loaded from, if any (the answers' trace names it)."""
+
+    bound_to: Binding
+    questions: Mapping[str, QuestionCalibration]
+    folds: int
+    seed: int
+    source: str | None = field(default=None, compare=False)
+
+    def check(self, bound: Binding) -> None:
+        """Refuse answers bound to anything but what this was fit for, naming each field that differs."""
+        self.check_fields(**asdict(bound))
+
+    def check_fields(self, **given: str) -> None:
+        """``check`` of the binding's fields given (the others unknown here, so not compared)."""
+        unknown = sorted(set(given) - {f.name for f in fields(Binding)})
+        if unknown:
+            raise TypeError(f"check_fields: expected fields of Binding, got {unknown}")
+        differ = [name for name, value in given.items() if value != getattr(self.bound_to, name)]
+        if differ:
+            first = differ[0]
+            said = "; ".join(
+                f"{name} {getattr(self.bound_to, name)!r}, got {given[name]!r}" for name in differ
+            )
+            raise CalibrationMismatchError(
+                f"calibration: expected answers from what it was fit for: {said}; fit a calibration "
+                "for these answers (python -m jevper.evaluate ... --fit)",
+                field=first,
+                expected=getattr(self.bound_to, first),
+                got=given[first],
+            )
+
+    def check_layout(self, qid: str, question: Question | Mapping[str, Any]) -> None:
+        """Refuse a question asked with another layout (type, wording, options or their order) than the
+        one this calibration was fit for it; a file without per-question digests cannot tell, so this
+        is left to the whole layout's digest (``check_fields(prompt_digest=...)``)."""
+        own = self.questions[qid].prompt_digest
+        got = prompt_digest({qid: question})
+        if own is not None and own != got:
+            raise CalibrationMismatchError(
+                f"calibration of {qid!r}: expected the question as it was fit (prompt layout {own}), got "
+                f"another type, wording or option order ({got}); ask it as fit, or fit a calibration for "
+                "it as asked",
+                field="prompt_digest",
+                expected=own,
+                got=got,
+            )
+
+    def apply(self, qid: str, probabilities: Mapping[str, float], bound: Binding) -> dict[str, float]:
+        """``probabilities`` (option -> probability; a yes/no question's options are "true" and
+        "false") calibrated; the result sums to 1, in the question's option order."""
+        self.check(bound)
+        return self.mapped(qid, probabilities)
+
+    def mapped(self, qid: str, probabilities: Mapping[str, float]) -> dict[str, float]:
+        """``apply`` without the binding's check (the caller has made it)."""
+        question = self.questions.get(qid)
+        if question is None:
+            raise CalibrationMismatchError(
+                f"calibration: expected one of the questions it was fit for, {sorted(self.questions)}, "
+                f"got {qid!r}",
+                field="question",
+                expected=sorted(self.questions),
+                got=qid,
+            )
+        if set(probabilities) != set(question.options):
+            raise CalibrationMismatchError(
+                f"calibration of {qid!r}: expected probabilities for the options {list(question.options)}, "
+                f"got {sorted(probabilities)}",
+                field="options",
+                expected=list(question.options),
+                got=sorted(probabilities),
+            )
+        calibrated = question.calibrator.apply(tuple(float(probabilities[o]) for o in question.options))
+        return dict(zip(question.options, calibrated, strict=True))
+
+    def with_layouts(self, questions: Mapping[str, Any]) -> Calibration:
+        """This calibration with each question's own layout digest, from the questions it was fit on."""
+        given = {str(qid): q for qid, q in questions.items()}
+        return replace(
+            self,
+            questions={
+                qid: replace(q, prompt_digest=prompt_digest({qid: given[qid]})) if qid in given else q
+                for qid, q in self.questions.items()
+            },
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": VERSION,
+            "kind": KIND,
+            "bound_to": asdict(self.bound_to),
+            "folds": self.folds,
+            "seed": self.seed,
+            "questions": {
+                qid: {
+                    "type": q.type,
+                    "options": list(q.options),
+                    **q.calibrator.to_json(),
+                    "held_out_nll": dict(q.scores),
+                    **({"prompt_digest": q.prompt_digest} if q.prompt_digest is not None else {}),
+                }
+                for qid, q in self.questions.items()
+            },
+        }
+
+    @classmethod
+    def of_json(cls, value: Any, where: str = "calibration") -> Calibration:
+        if not isinstance(value, dict) or value.get("kind") != KIND or value.get("version") != VERSION:
+            shown = (
+                {"kind": value.get("kind"), "version": value.get("version")}
+                if isinstance(value, dict)
+                else type(value).__name__
+            )
+            raise ConfigError(
+                f"{where}: expected a calibration ({{'kind': {KIND!r}, 'version': {VERSION}}}), got {shown}"
+            )
+        try:
+            questions = {
+                str(qid): QuestionCalibration(
+                    q["type"],
+                    tuple(q["options"]),
+                    Calibrator.of_json(q),
+                    {str(k): float(v) for k, v in q.get("held_out_nll", {}).items()},
+                    q.get("prompt_digest"),
+                )
+                for qid, q in value["questions"].items()
+            }
+            return cls(Binding(**value["bound_to"]), questions, int(value["folds"]), int(value["seed"]))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ConfigError(
+                f"{where}: expected every field of a version {VERSION} calibration, got a file that "
+                f"lacks or mistypes one ({type(exc).__name__}: {exc})"
+            ) from None
+
+    def save(self, path: Path) -> None:
+        """Written whole or not at all (a temporary file, then one rename)."""
+        write_atomically(path, json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Calibration:
+        try:
+            value = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"calibration {path}: expected a readable file, got {exc}") from None
+        except ValueError as exc:
+            raise ConfigError(f"calibration {path}: expected JSON, got {exc}") from None
+        return replace(cls.of_json(value, f"calibration {path}"), source=str(path))
+
+
+def loaded(given: Calibration | str | os.PathLike[str]) -> Calibration:
+    """A calibration as a client option takes it: a ``Calibration``, or the path of its file."""
+    if isinstance(given, Calibration):
+        return given
+    if isinstance(given, str | os.PathLike):
+        return Calibration.load(given)
+    raise ConfigError(
+        f"calibration: expected a Calibration or the path of a calibration.json, got {type(given).__name__}"
+    )
+
+
+def write_atomically(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
