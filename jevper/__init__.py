@@ -1,6 +1,7 @@
 """jevper: typed questions answered with a real probability distribution from any OpenAI-style server."""
 
 from jevper._errors import (
+    CalibrationMismatchError,
     ConfigError,
     IncompleteAnswerError,
     InvalidDecisionError,
@@ -28,6 +29,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncSystemOneClient",
+    "CalibrationMismatchError",
     "Choice",
     "ChoiceAnswer",
     "ConfigError",

@@ -8,6 +8,7 @@ the constructor may).
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypedDict
@@ -16,6 +17,7 @@ from jevper import _json
 from jevper._errors import InvalidQuestionError
 from jevper._prompt import checked_cache_key, state_turns
 from jevper._wire import PROMPT_SURFACES, decisions, systemone
+from jevper.calibration import Calibration, loaded
 from jevper.models import APIS, METHODS, ClientApi, Example, Method, ReasoningConfig
 
 DEFAULT_TIMEOUT = 60.0
@@ -40,6 +42,7 @@ class ClientOptions(Overrides, total=False):
     top_logprobs: int
     max_concurrency: int
     timeout: float
+    calibration: Calibration | str | os.PathLike[str] | None
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ class Options:
     timeout: float = DEFAULT_TIMEOUT
     reasoning: ReasoningConfig | None = None
     prefill: bool = True  # Messages surface: open the JSON answer in a last assistant turn
+    #: Applied to every answer of a question it holds (``jevper.calibration``; a path is loaded once)
+    calibration: Calibration | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model:
@@ -74,9 +79,12 @@ class Options:
             "prompt_cache_key": checked_cache_key(self.prompt_cache_key),
             "timeout": checked_timeout(self.timeout),
             "prefill": bool(self.prefill),
+            "calibration": None if self.calibration is None else loaded(self.calibration),
         }
         for name, value in checked.items():
             object.__setattr__(self, name, value)
+        if self.calibration is not None:
+            checked_calibration(self, self.calibration)
         if self.api == systemone.SURFACE:
             native_only(self)
         elif self.api == decisions.SURFACE:
@@ -121,6 +129,18 @@ def native_only(
             f"{asked} with reasoning=: expected none, because {api} has no thinking budget; "
             "drop reasoning=, or choose a chat surface"
         )
+
+
+def checked_calibration(options: Options, calibration: Calibration) -> None:
+    """What a client knows before any answer is checked against what the calibration was fit for: the
+    model, and the method and surface when they are not "auto" (then each answer's own are checked). The
+    server's kind and release are not known to a client, so not checked here."""
+    known = {"model": options.model}
+    if options.method != "auto":
+        known["method"] = options.method
+    if options.api != "auto":
+        known["surface"] = options.api
+    calibration.check_fields(**known)
 
 
 def _either(names: Sequence[str]) -> str:

@@ -9,6 +9,7 @@ from types import TracebackType
 from typing import Any, Self, TypeVar, Unpack
 
 from jevper import _decisions, _native, _routes, _transport
+from jevper._calibrated import calibrated
 from jevper._client_base import BaseClient, Plan
 from jevper._engine import Answered, Call, answer
 from jevper._errors import JevperError
@@ -55,9 +56,10 @@ class AsyncSystemOneClient(BaseClient):
         """Ask every question about ``state`` concurrently; answers keyed by question id, in order."""
         call = self._plan(state, questions, overrides)
         native = await self._natively(call)
-        if native is not None:
-            return native
-        return self._assemble(call, await self._each(call, self._answer))
+        answered = (
+            native if native is not None else self._assemble(call, await self._each(call, self._answer))
+        )
+        return calibrated(call.options, call.questions, answered)
 
     @property
     def decisions(self) -> AsyncDecisions:

@@ -9,6 +9,7 @@ from types import TracebackType
 from typing import Any, Self, TypeVar, Unpack
 
 from jevper import _decisions, _native, _routes, _transport
+from jevper._calibrated import calibrated
 from jevper._client_base import BaseClient, Plan
 from jevper._engine import Answered, Call, answer
 from jevper._errors import JevperError
@@ -56,9 +57,8 @@ class SystemOneClient(BaseClient):
         """Ask every question about ``state``; answers come back keyed by question id, in order."""
         call = self._plan(state, questions, overrides)
         native = self._natively(call)
-        if native is not None:
-            return native
-        return self._assemble(call, self._each(call, self._answer))
+        answered = native if native is not None else self._assemble(call, self._each(call, self._answer))
+        return calibrated(call.options, call.questions, answered)
 
     @property
     def decisions(self) -> Decisions:

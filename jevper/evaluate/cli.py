@@ -173,7 +173,7 @@ def _main(args: argparse.Namespace) -> int:
     write_atomically(args.out / "metrics.json", json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
     write_atomically(args.out / "report.html", html(metrics))
     if binding is not None:
-        evaluation.calibration(binding).save(args.out / "calibration.json")
+        evaluation.calibration(binding).with_layouts(given).save(args.out / "calibration.json")
     for qid, q in metrics["questions"].items():
         print(_line(qid, q), flush=True)
     written = (["answers.parquet"] if args.server else []) + ["metrics.json", "report.html"]

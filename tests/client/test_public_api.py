@@ -9,6 +9,7 @@ from jevper import Choice, InvalidQuestionError, JevperError, Noul, ReasoningCon
 
 PUBLIC = {
     "AsyncSystemOneClient",
+    "CalibrationMismatchError",
     "Choice",
     "ChoiceAnswer",
     "ConfigError",
