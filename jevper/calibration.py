@@ -262,6 +262,11 @@ class Calibration:
         calibrated = question.calibrator.apply(tuple(float(probabilities[o]) for o in question.options))
         return dict(zip(question.options, calibrated, strict=True))
 
+    def digest(self) -> str:
+        """A digest of the file's content (not of where it was loaded from): a resumed run is held to it."""
+        text = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
     def with_layouts(self, questions: Mapping[str, Any]) -> Calibration:
         """This calibration with each question's own layout digest, from the questions it was fit on."""
         given = {str(qid): q for qid, q in questions.items()}

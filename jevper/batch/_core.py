@@ -9,6 +9,7 @@ clients are made on first use, in the event loop that uses them.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -20,6 +21,7 @@ from jevper import AsyncSystemOneClient, ConfigError, InvalidQuestionError, __ve
 from jevper._upstreams import Upstream, Upstreams, blame
 from jevper.batch._http import HTTPClient, check_api_key
 from jevper.batch._schema import RESERVED, Row, result_columns, result_fields
+from jevper.calibration import Calibration, loaded
 from jevper.models import sdk_for
 from jevper.questions import Question, as_question
 
@@ -78,8 +80,8 @@ class BatchClassifier:
     the input columns to keep. ``concurrency``: rows in flight at once (default: every server's slots).
     ``max_retries``: how many times a row is asked again, elsewhere, after a server failed it (and past
     them for up to ``patience`` seconds, default RESTART_PATIENCE_S, while the failure may pass: a
-    restart; 0 gives up as soon as the retries are spent). ``api``, ``method``, ``extra_body`` and
-    ``timeout`` are the client's.
+    restart; 0 gives up as soon as the retries are spent). ``api``, ``method``, ``extra_body``,
+    ``timeout`` and ``calibration`` (a ``Calibration`` or its file, loaded once, here) are the client's.
     """
 
     def __init__(
@@ -97,6 +99,7 @@ class BatchClassifier:
         timeout: float = DEFAULT_TIMEOUT,
         max_retries: int = DEFAULT_MAX_RETRIES,
         patience: float = RESTART_PATIENCE_S,
+        calibration: Calibration | str | os.PathLike[str] | None = None,
     ) -> None:
         self.questions = as_questions(questions)
         self._asked = dict(self.questions)
@@ -128,6 +131,8 @@ class BatchClassifier:
             "extra_body": dict(extra_body or {}),
             "timeout": timeout,
         }
+        if calibration is not None:
+            self.client_options["calibration"] = loaded(calibration)
         # The client's own checks of these options, once, now (a client of nothing does no I/O).
         for server in self.servers:
             AsyncSystemOneClient(object(), model=server.model, **self.client_options)

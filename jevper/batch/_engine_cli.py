@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from jevper import ConfigError
 from jevper._upstreams import Upstream
 from jevper.batch._files import Writer, format_of, install
-from jevper.batch._local import Tally
+from jevper.batch._local import Tally, calibration_entry
 from jevper.batch._parts import Parts
 
 ENGINES = ("local", "ray", "spark")
@@ -104,6 +104,7 @@ def manifest(
         "api": options.get("api", "auto"),
         "method": options.get("method", "auto"),
         "extra_body": dict(options.get("extra_body") or {}),
+        **calibration_entry(options),
     }
 
 

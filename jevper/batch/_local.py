@@ -12,7 +12,7 @@ import hashlib
 import json
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from jevper.batch._core import BatchClassifier
 from jevper.batch._files import Input, format_of
 from jevper.batch._parts import Parts
 from jevper.batch._schema import Row
+from jevper.calibration import Calibration
 
 #: Rows per batch (and per committed part).
 DEFAULT_BATCH_ROWS = 1024
@@ -87,7 +88,14 @@ def manifest(classifier: BatchClassifier, source: Input, batch_rows: int) -> dic
         "api": classifier.client_options["api"],
         "method": classifier.client_options["method"],
         "extra_body": classifier.client_options["extra_body"],
+        **calibration_entry(classifier.client_options),
     }
+
+
+def calibration_entry(options: Mapping[str, Any]) -> dict[str, str]:
+    """A calibrated run's manifest names its calibration's digest (an uncalibrated one names none)."""
+    calibration = options.get("calibration")
+    return {"calibration": calibration.digest()} if isinstance(calibration, Calibration) else {}
 
 
 async def run(

@@ -29,7 +29,9 @@ from jevper.batch._engine_cli import ENGINES, run_engine
 from jevper.batch._files import Input, format_of
 from jevper.batch._local import DEFAULT_BATCH_ROWS, Stopped, Tally, progress_line, run, summary_line
 from jevper.batch._parts import Parts
+from jevper.batch._review import checked_threshold, review_path, write_review
 from jevper.models import APIS, METHODS
+from jevper.servers import SpawnedServer
 from jevper.servers.console import outliving_reader
 from jevper.servers.flags import json_object
 
@@ -121,6 +123,20 @@ def parser() -> argparse.ArgumentParser:
         help="start the embedded llama.cpp (SmolLM2) on loopback for a try-out, with --slots slots",
     )
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--calibration",
+        type=Path,
+        metavar="FILE",
+        help="a calibration.json (python -m jevper.evaluate --fit) applied to every answer of a question it "
+        "holds; refused when fit for another model, method, surface or question layout (default: none)",
+    )
+    p.add_argument(
+        "--review-below",
+        type=float,
+        metavar="P",
+        help="also write the rows whose confidence (the lowest top probability over their questions) is "
+        "below P to OUTPUT's <stem>.review.<ext>, in its format (default: none)",
+    )
     return p
 
 
@@ -173,7 +189,7 @@ def servers_of(args: argparse.Namespace, spawned: tuple[str, str] | None) -> lis
 
 
 @contextlib.contextmanager
-def _spawned(args: argparse.Namespace) -> Iterator[tuple[str, str] | None]:
+def _spawned(args: argparse.Namespace) -> Iterator[SpawnedServer | None]:
     if not args.spawn:
         yield None
         return
@@ -181,7 +197,7 @@ def _spawned(args: argparse.Namespace) -> Iterator[tuple[str, str] | None]:
 
     slots = (args.slots or [DEFAULT_SLOTS])[-1]
     with spawn_llamacpp(extra_args=slot_args(slots)) as server:
-        yield server.base_url, server.model
+        yield server
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -200,9 +216,17 @@ def _main(args: argparse.Namespace) -> int:
     # Everything that can be wrong with the input is found before the first request.
     asked = questions_of(args.questions)
     format_of(args.output, "OUTPUT")
+    if args.review_below is not None:
+        checked_threshold(args.review_below)
+        if review_path(args.output).exists() and not args.resume:
+            raise ConfigError(
+                f"--review-below: expected no file at {review_path(args.output)} yet, got one; it is never "
+                "overwritten by a new run: remove it or name another OUTPUT"
+            )
     if args.output.exists():
         if args.resume and not Parts(args.output).folder.exists():
             print(f"{PROG}: OUTPUT {args.output} is complete; nothing to resume", flush=True)
+            _review(args, as_questions(asked))
             return 0
         if not args.resume:
             raise ConfigError(
@@ -217,7 +241,7 @@ def _main(args: argparse.Namespace) -> int:
         with _spawned(args) as spawned:
             classifier = BatchClassifier(
                 asked,
-                servers_of(args, spawned),
+                servers_of(args, None if spawned is None else (spawned.base_url, spawned.model)),
                 id_column=args.id_column,
                 state_column=args.state_column,
                 keep_columns=args.keep_columns,
@@ -228,16 +252,45 @@ def _main(args: argparse.Namespace) -> int:
                 timeout=args.timeout,
                 max_retries=args.max_retries,
                 patience=args.patience,
+                calibration=args.calibration,
             )
             classifier.output_schema(checked.schema)
+            _calibrated(args, classifier, spawned)
             if args.engine != "local":
-                return _on_engine(args, asked, classifier)
-            if args.batch_rows < 1:
-                raise ConfigError(f"--batch-rows: expected a positive integer, got {args.batch_rows}")
-            return asyncio.run(_run(args, classifier, source, checked.rows))
+                status = _on_engine(args, asked, classifier)
+            else:
+                if args.batch_rows < 1:
+                    raise ConfigError(f"--batch-rows: expected a positive integer, got {args.batch_rows}")
+                status = asyncio.run(_run(args, classifier, source, checked.rows))
+            if status in (0, 1):  # OUTPUT is whole
+                _review(args, classifier.questions)
+            return status
     except SpawnError as failed:
         print(f"{PROG}: --spawn: {failed}", file=sys.stderr)
         return 3
+
+
+def _calibrated(args: argparse.Namespace, classifier: BatchClassifier, spawned: SpawnedServer | None) -> None:
+    """The server a calibration was fit for is checked where it is known: the one --spawn started."""
+    calibration = classifier.client_options.get("calibration")
+    if calibration is None:
+        return
+    if spawned is not None:
+        calibration.check_fields(server_kind=spawned.server, server_release=spawned.version)
+    methods = ", ".join(f"{qid} {q.calibrator.method}" for qid, q in calibration.questions.items())
+    server = (
+        "the spawned server's kind and release checked"
+        if spawned is not None
+        else "the servers' kind and release not checked (given by URL)"
+    )
+    print(f"{PROG}: calibrating with {args.calibration} ({methods}); {server}", file=sys.stderr, flush=True)
+
+
+def _review(args: argparse.Namespace, questions: Sequence[tuple[str, Any]]) -> None:
+    if args.review_below is None:
+        return
+    path, count = write_review(args.output, [qid for qid, _ in questions], args.review_below)
+    print(f"{PROG}: {count} rows with a confidence below {args.review_below:g} written to {path}", flush=True)
 
 
 def _on_engine(args: argparse.Namespace, asked: dict[str, Any], classifier: BatchClassifier) -> int:

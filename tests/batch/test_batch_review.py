@@ -1,0 +1,144 @@
+"""``--review-below P``: the rows whose confidence (the lowest top probability over their questions) is
+below P, written beside the output in its format; failed rows stay out; a resumed run gets its review
+too."""
+
+from __future__ import annotations
+
+import csv
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from _batch_data import QUESTIONS
+
+from jevper.batch._core import as_questions
+from jevper.batch._files import Writer, format_of
+from jevper.batch._review import review_path, row_confidence, write_review
+from jevper.batch._schema import Row, result_columns, result_fields
+from jevper.batch.cli import main
+from jevper.testing.faults import FaultServer
+
+ASKED = as_questions(QUESTIONS)
+QIDS = [qid for qid, _ in ASKED]
+
+
+def answers(topic: float, urgent: float, anger: list[float]) -> dict[str, Any]:
+    return {
+        "topic": {"type": "choice", "choice": "billing" if topic >= 0.5 else "other",
+                  "probabilities": {"billing": topic, "other": 1 - topic}, "confidence": 0.0},
+        "urgent": {"type": "noul", "noul": urgent},
+        "anger": {"type": "score", "score": 1.0, "legend": {"0": "calm", "1": "annoyed", "2": "furious"},
+                  "probabilities": {str(i): p for i, p in enumerate(anger)}, "confidence": 0.0},
+    }  # fmt: skip
+
+
+#: id -> the row's outcome; its confidence: 0.8 (anger's top), 0.55 (topic's), 0.6 (urgent's "no"), none
+ROWS = {
+    "sure": Row(answers(0.9, 0.95, [0.1, 0.8, 0.1])),
+    "torn": Row(answers(0.55, 0.9, [0.9, 0.05, 0.05])),
+    "no": Row(answers(0.99, 0.4, [0.05, 0.05, 0.9])),
+    "failed": Row(error=("ProviderError", "503")),
+}
+
+
+def output(path: Path) -> Path:
+    schema = pa.schema([pa.field("id", pa.string()), *result_fields(ASKED)])
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array(list(ROWS)), *result_columns(ASKED, list(ROWS.values()))], schema=schema
+    )
+    writer = Writer(path, schema, format_of(path, "OUTPUT"))
+    writer.write(batch)
+    writer.close()
+    return path
+
+
+def ids(path: Path) -> list[str]:
+    if path.suffix == ".parquet":
+        return [str(i) for i in pq.read_table(path).column("id").to_pylist()]
+    if path.suffix == ".csv":
+        with path.open(newline="") as f:
+            return [row["id"] for row in csv.DictReader(f)]
+    return [json.loads(line)["id"] for line in path.read_text().splitlines()]
+
+
+def header(path: Path) -> list[str]:
+    if path.suffix == ".parquet":
+        return pq.read_schema(path).names
+    if path.suffix == ".csv":
+        return path.read_text().splitlines()[0].replace('"', "").split(",")
+    return list(json.loads(path.read_text().splitlines()[0]))
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv", ".jsonl"])
+def test_the_rows_below_the_threshold_go_to_stem_review_ext_in_the_outputs_format(
+    tmp_path: Path, suffix: str
+) -> None:
+    made = output(tmp_path / f"out{suffix}")
+    path, count = write_review(made, QIDS, 0.7)
+    assert path == tmp_path / f"out.review{suffix}"
+    assert (ids(path), count) == (["torn", "no"], 2)
+    assert header(path) == header(made)
+    assert ids(write_review(made, QIDS, 0.5)[0]) == []
+    assert ids(write_review(made, QIDS, 1.0)[0]) == ["sure", "torn", "no"]  # never the failed row
+
+
+def test_a_rows_confidence_is_its_least_sure_answers_top_probability_in_every_format() -> None:
+    struct = {"topic": {"probabilities": [("billing", 0.3), ("other", 0.7)]}, "urgent": {"noul": 0.2}}
+    assert row_confidence(struct, ["topic", "urgent"]) == pytest.approx(0.7)
+    flat = {"topic.probabilities": '{"billing": 0.3, "other": 0.7}', "urgent.noul": "0.9", "anger.noul": ""}
+    assert row_confidence(flat, ["topic", "urgent"]) == pytest.approx(0.7)
+    assert row_confidence({"topic": None, "urgent": None}, ["topic", "urgent"]) is None
+    assert row_confidence({"topic.probabilities": "", "urgent.noul": ""}, ["topic", "urgent"]) is None
+
+
+def run(tmp_path: Path, server: str, *more: str) -> int:
+    questions = tmp_path / "questions.json"
+    questions.write_text(json.dumps(QUESTIONS))
+    rows = tmp_path / "in.jsonl"
+    if not rows.exists():
+        states = [f"ticket {i}" if i != 2 else "bad \ud800" for i in range(6)]
+        rows.write_text("".join(json.dumps({"id": i, "state": s}) + "\n" for i, s in enumerate(states)))
+    argv = [str(rows), str(tmp_path / "out.csv"), "--questions", str(questions), "--server", server,
+            "--model", "fault-model", "--api", "systemone", *more]  # fmt: skip
+    return main(argv)
+
+
+def test_the_command_line_writes_the_review_and_says_how_many_rows(
+    faults: FaultServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The fault server's System One answers: topic 0.5/0.5, so every answered row is at 0.5.
+    assert run(tmp_path, faults.base_url(), "--review-below", "0.6") == 1  # row 2 fails
+    said = capsys.readouterr().out
+    assert f"5 rows with a confidence below 0.6 written to {tmp_path / 'out.review.csv'}" in said
+    assert ids(tmp_path / "out.review.csv") == ["0", "1", "3", "4", "5"]
+
+
+def test_a_resumed_run_writes_its_review_and_so_does_a_resume_of_a_finished_one(
+    faults: FaultServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        gone = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    assert run(tmp_path, gone, "--review-below", "0.6", "--patience", "0") == 3
+    assert not review_path(tmp_path / "out.csv").exists()
+    assert run(tmp_path, faults.base_url(), "--review-below", "0.6", "--resume") == 1
+    assert ids(tmp_path / "out.review.csv") == ["0", "1", "3", "4", "5"]
+    review_path(tmp_path / "out.csv").unlink()
+    assert run(tmp_path, faults.base_url(), "--review-below", "0.4", "--resume") == 0
+    assert "nothing to resume" in capsys.readouterr().out
+    assert ids(tmp_path / "out.review.csv") == []
+
+
+def test_a_threshold_out_of_range_or_a_review_file_left_behind_is_refused_before_any_request(
+    faults: FaultServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(tmp_path, faults.base_url(), "--review-below", "1.5") == 2
+    assert "--review-below: expected a probability in (0, 1], got 1.5" in capsys.readouterr().err
+    (tmp_path / "out.review.csv").write_text("id\n")
+    assert run(tmp_path, faults.base_url(), "--review-below", "0.5") == 2
+    assert "expected no file at" in capsys.readouterr().err
+    assert not (tmp_path / "out.csv").exists()
