@@ -28,6 +28,7 @@ from starlette.routing import Route
 
 from jevper import (
     AsyncSystemOneClient,
+    CalibrationMismatchError,
     IncompleteAnswerError,
     InvalidQuestionError,
     JevperError,
@@ -78,6 +79,7 @@ def upstream_client(config: GatewayConfig, metrics: Metrics | None = None) -> As
         extra_body=config.extra_body,
         max_concurrency=config.pool,
         timeout=config.timeout,
+        calibration=config.calibration,
     )
 
 
@@ -85,7 +87,7 @@ def checked_client(config: GatewayConfig, metrics: Metrics | None = None) -> Asy
     """The upstream client, or a ConfigError naming the flag whose value the client refuses."""
     try:
         return upstream_client(config, metrics)
-    except InvalidQuestionError as refused:
+    except (InvalidQuestionError, CalibrationMismatchError) as refused:
         raise ConfigError(flagged(str(refused))) from None
 
 
@@ -360,6 +362,11 @@ class Gateway:
             )
         except InvalidQuestionError as bad:
             return invalid([Problem((), str(bad))])
+        except CalibrationMismatchError as refused:
+            if refused.field != "prompt_digest":
+                return error(502, "upstream_error", f"the gateway's --calibration does not fit: {refused}")
+            # A question the calibration holds, asked with another layout: the request's to change.
+            return invalid([Problem(("questions",), str(refused))])
         except ProviderError as failed:
             return self._upstream_failed(failed)
         except (IncompleteAnswerError, LabelReadoutError, MalformedAnswerError) as unreadable:
@@ -377,7 +384,7 @@ class Gateway:
         self.metrics.answered(answered)
         reply: dict[str, Any] = answered.to_api()
         reply["model"] = answered.model
-        return JSONResponse(reply)
+        return JSONResponse(reply, headers=calibrated_header(answered))
 
     def _unexpected(self, request: Request) -> Response:
         """A JSON 500 naming the request's id, under which the traceback is logged (called in an except
@@ -404,6 +411,16 @@ class Gateway:
             )
         asked = "the upstream" if len(self.config.upstreams) == 1 else "every upstream asked"
         return error(502, "upstream_error", f"{asked} failed; the last: {failed}")
+
+
+#: Names each calibrated question's method: "team=prior_temperature, angry=platt" (none: no header).
+CALIBRATED_HEADER = "x-jevper-calibrated"
+
+
+def calibrated_header(answered: SystemOneResponse) -> dict[str, str]:
+    """The answer says it was calibrated, in a header: the System One body has no field for it."""
+    methods = answered.debug.get("calibration", {}).get("calibrated", {})
+    return {CALIBRATED_HEADER: ", ".join(f"{qid}={m}" for qid, m in methods.items())} if methods else {}
 
 
 async def _no_route(request: Request, exc: Exception) -> Response:

@@ -12,10 +12,13 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from jevper._wire import PROMPT_SURFACES
+from jevper.calibration import Calibration
 from jevper.serve.config import DEFAULT_PORT, ConfigError, GatewayConfig
 from jevper.servers.flags import json_object
+from jevper.servers.model import MODEL_ALIAS
 
 KEYS_ENV, UPSTREAM_KEY_ENV = "JEVPER_SERVE_API_KEYS", "JEVPER_UPSTREAM_API_KEY"
 
@@ -70,6 +73,13 @@ def parser() -> argparse.ArgumentParser:
         "--spawn", action="store_true", help="start the embedded llama.cpp (SmolLM2) behind it, --pool slots"
     )
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    p.add_argument(
+        "--calibration",
+        type=Path,
+        metavar="FILE",
+        help="a calibration.json (python -m jevper.evaluate --fit) applied to every answer of a question it "
+        "holds; refused at start when fit for another model, method or surface (default: none)",
+    )
     return p
 
 
@@ -97,15 +107,27 @@ def _upstreams(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 @contextlib.contextmanager
-def _upstream(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
-    """The first upstream: the first --upstream, or the embedded server --spawn starts."""
+def _upstream(args: argparse.Namespace, checked: GatewayConfig) -> Iterator[tuple[str, str]]:
+    """The first upstream: the first --upstream, or the embedded server --spawn starts (whose kind and
+    release a calibration is checked against: a server given by URL says neither)."""
     if not args.spawn:
         yield _upstreams(args)[0]
         return
     from jevper.servers.llamacpp import slot_args, spawn_llamacpp
 
     with spawn_llamacpp(extra_args=slot_args(args.pool)) as server:
+        if checked.calibration is not None:
+            try:
+                checked.calibration.check_fields(server_kind=server.server, server_release=server.version)
+            except ConfigError as refused:
+                raise SystemExit(f"python -m jevper.serve: --calibration: {refused}") from None
         yield server.base_url, args.model or server.model
+
+
+def calibrating(calibration: Calibration, spawned: bool) -> str:
+    methods = ", ".join(f"{qid} {q.calibrator.method}" for qid, q in calibration.questions.items())
+    server = "checked" if spawned else "not checked (given by URL)"
+    return f"calibrating with {calibration.source} ({methods}); the upstream's kind and release {server}"
 
 
 #: What the settings are checked with before --spawn has started the upstream they will point at.
@@ -117,7 +139,7 @@ def planned(args: argparse.Namespace, keys: tuple[str, ...] = ()) -> GatewayConf
     flags); with --spawn, its upstream is set once the embedded server runs."""
     # With --spawn, the embedded server is the first upstream, and any --upstream come after it.
     given = _upstreams(args)
-    targets = [(_NOT_YET_SPAWNED, args.model or "the embedded model"), *given] if args.spawn else given
+    targets = [(_NOT_YET_SPAWNED, args.model or MODEL_ALIAS), *given] if args.spawn else given
     config = GatewayConfig(
         upstream=targets[0][0],
         model=targets[0][1],
@@ -132,6 +154,7 @@ def planned(args: argparse.Namespace, keys: tuple[str, ...] = ()) -> GatewayConf
         max_body_bytes=args.max_body_bytes,
         timeout=args.timeout,
         body_timeout=args.body_timeout,
+        calibration=None if args.calibration is None else Calibration.load(args.calibration),
     )
     from jevper.serve.app import checked_client
 
@@ -167,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as refused:
         print(f"python -m jevper.serve: {refused}", file=sys.stderr)
         return 2
-    with _upstream(args) as (upstream, model):
+    with _upstream(args, checked) as (upstream, model):
         config = replace(checked, upstream=upstream, model=model)
         behind = ", ".join(f"{m} at {u}" for u, m in config.upstreams)
         print(
@@ -176,6 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
             flush=True,
         )
+        if config.calibration is not None:
+            print(f"jevper.serve: {calibrating(config.calibration, args.spawn)}", file=sys.stderr, flush=True)
         # Uvicorn drains the requests in flight on SIGTERM or Ctrl-C, for as long as one may take.
         uvicorn.run(
             create_app(config),

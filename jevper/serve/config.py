@@ -13,6 +13,7 @@ from typing import Any
 
 from jevper._errors import ConfigError as ConfigError  # re-exported for the gateway's modules
 from jevper._wire import PROMPT_RECORDS, prompt_record
+from jevper.calibration import Calibration
 
 DEFAULT_PORT = 8090
 
@@ -29,6 +30,7 @@ FLAGS = {
     "max_body_bytes": "--max-body-bytes",
     "timeout": "--timeout",
     "body_timeout": "--body-timeout",
+    "calibration": "--calibration",
 }
 #: The methods that read a label's probability from logprobs, which some surfaces (Messages) do not carry.
 LOGPROB_METHODS = ("logprobs", "grammar")
@@ -59,6 +61,8 @@ class GatewayConfig:
     more_upstreams: tuple[tuple[str, str], ...] = ()
     #: Seconds between the checks of an upstream that is out (GET /models), which put it back in.
     recheck_s: float = 1.0
+    #: Applied by every upstream's client to each answer of a question it holds (jevper.calibration).
+    calibration: Calibration | None = None
 
     @property
     def upstreams(self) -> tuple[tuple[str, str], ...]:
