@@ -337,7 +337,7 @@ def test_resume_refuses_another_model_api_method_or_extra_body_naming_both_and_g
         flags = {**settings, **{f"--{k.replace('_', '-')}": v for k, v in changed.items()}}
         return [rows, "out.parquet", "--questions", questions, "--server", server, *sum(flags.items(), ())]
 
-    first = batch_cli(*asked(gone), cwd=tmp_path)
+    first = batch_cli(*asked(gone), "--patience", "0", cwd=tmp_path)  # no restart to wait for
     assert first.returncode == 3, first.stderr
     before = posts(faults)
     for changed, said in [
