@@ -134,3 +134,15 @@ def test_a_resume_with_another_calibration_or_none_is_refused_and_goes_on_with_t
     assert {row["topic"]["choice"] for row in pq.read_table(tmp_path / "out.parquet").to_pylist()} == {
         "other"
     }
+
+
+def test_an_engine_runs_manifest_names_the_calibrations_digest_so_its_resume_is_held_to_it() -> None:
+    from jevper.batch._engine_cli import manifest
+
+    servers = [Server("http://127.0.0.1:9/v1", "fault-model")]
+    given = manifest(Path("in.jsonl"), QUESTIONS, servers, {"calibration": CALIBRATION})
+    assert given["calibration"] == CALIBRATION.digest()
+    assert "calibration" not in manifest(Path("in.jsonl"), QUESTIONS, servers, {})
+    # The digest is the file's content, not where it was loaded from.
+    assert dataclasses.replace(CALIBRATION, source="elsewhere.json").digest() == CALIBRATION.digest()
+    assert dataclasses.replace(CALIBRATION, folds=3).digest() != CALIBRATION.digest()
