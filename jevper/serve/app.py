@@ -1,13 +1,16 @@
-"""The gateway's routes: POST /v1/systemone, GET /v1/models, GET /health.
+"""The gateway's routes: POST /v1/systemone, POST /v1/decisions (OpenAI's Decisions API), GET /v1/models,
+GET /health.
 
-Each System One request is checked in order (the key, the requests in flight, the body's time and
-size, the requests in flight again now that it counts, the body itself; ``Gateway._served``) before
-anything reaches the upstream; the questions are then asked through one
+Each System One or Decisions request is checked in order (the key, the requests in flight, the body's
+time and size, the requests in flight again now that it counts, the body itself; ``Gateway._served``)
+before anything reaches the upstream; the questions are then asked through one
 ``AsyncSystemOneClient``, whose ``max_concurrency`` is the pool every question of every request shares.
 A bad request gets a 4xx that names the field; the upstream's failures are 502 (or 504 for its
 timeout), and anything the gateway did not expect a JSON 500 naming the request's id, under which the
-traceback is logged. Settings that cannot work are refused when the app is made. Nothing of a key is
-logged, and an upstream's URL and last error are told only to a caller with a key (``health``).
+traceback is logged. Each route answers errors in its own API's envelope (``errors.Envelope``): System
+One's ``detail``, OpenAI's ``error`` for Decisions, whose bad requests are 400s naming the ``param``.
+Settings that cannot work are refused when the app is made. Nothing of a key is logged, and an
+upstream's URL and last error are told only to a caller with a key (``health``).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import hmac
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from starlette.applications import Starlette
@@ -30,6 +33,7 @@ from jevper import (
     AsyncSystemOneClient,
     CalibrationMismatchError,
     IncompleteAnswerError,
+    InvalidDecisionError,
     InvalidQuestionError,
     JevperError,
     LabelReadoutError,
@@ -37,10 +41,11 @@ from jevper import (
     ProviderError,
 )
 from jevper._upstreams import NoUpstreamError, Upstream, Upstreams, server_failure
+from jevper.decision_answers import DecisionResponse
 from jevper.models import SystemOneResponse, sdk_for
 from jevper.serve.body import Body, receive
 from jevper.serve.config import ConfigError, GatewayConfig, flagged
-from jevper.serve.errors import Refusal, error, invalid
+from jevper.serve.errors import OPENAI, SYSTEM_ONE, Envelope, Refusal, error
 from jevper.serve.observe import (
     CONTENT_TYPE,
     Metrics,
@@ -49,9 +54,10 @@ from jevper.serve.observe import (
     request_id,
     shown,
 )
-from jevper.serve.validation import Invalid, Problem, parse
+from jevper.serve.validation import Invalid, Problem, decision, parse
 
 log = logging.getLogger("jevper.serve")
+T = TypeVar("T")
 
 
 def upstream_client(config: GatewayConfig, metrics: Metrics | None = None) -> AsyncSystemOneClient:
@@ -155,24 +161,29 @@ class Gateway:
     # --- the routes ---------------------------------------------------------------------------------
 
     async def systemone(self, request: Request) -> Response:
-        return await self._served(request, self._answer)
+        return await self._served(request, self._answer, SYSTEM_ONE)
 
-    async def _served(self, request: Request, answer: Callable[[Body], Awaitable[Response]]) -> Response:
+    async def decisions(self, request: Request) -> Response:
+        return await self._served(request, self._decide, OPENAI)
+
+    async def _served(
+        self, request: Request, answer: Callable[[Body], Awaitable[Response]], envelope: Envelope
+    ) -> Response:
         """The rules every answering route keeps, in order: the key; the requests in flight; the body,
         read within --body-timeout and --max-body-bytes; the requests in flight again, this one counted
         from here on (a slow upload holds no slot); then ``answer`` on the body. Anything unexpected is
-        a JSON 500."""
-        refused = self._unauthorized(request) or self._busy()
+        a JSON 500. Every refusal is in the route's ``envelope``."""
+        refused = self._unauthorized(request, envelope) or self._busy(envelope)
         if refused is not None:
             return refused
         try:
             try:
                 body = await self._body(request)
             except Refusal as refusal:
-                return refusal.response()
+                return refusal.response(envelope)
             except Invalid as bad:
-                return invalid(bad.problems)
-            refused = self._busy()
+                return envelope.invalid(bad.problems)
+            refused = self._busy(envelope)
             if refused is not None:
                 return refused
             self.in_flight += 1
@@ -183,7 +194,7 @@ class Gateway:
                 self.in_flight -= 1
                 self.metrics.in_flight.dec()
         except Exception:
-            return self._unexpected(request)
+            return self._unexpected(request, envelope)
 
     async def models(self, request: Request) -> Response:
         refused = self._unauthorized(request)
@@ -265,7 +276,7 @@ class Gateway:
 
     # --- the checks, in order ------------------------------------------------------------------------
 
-    def _unauthorized(self, request: Request) -> Response | None:
+    def _unauthorized(self, request: Request, envelope: Envelope = SYSTEM_ONE) -> Response | None:
         if not self._keys:
             return None
         given = request.headers.get("authorization", "")
@@ -277,18 +288,18 @@ class Gateway:
         if matched:
             return None
         said = "no API key" if not token else "an API key that is not one of this gateway's"
-        return error(
+        return envelope.error(
             401,
             "authentication_error",
             f"expected an API key of this gateway (Authorization: Bearer <key>, or x-api-key), got {said}; "
             "send the key the gateway was started with",
         )
 
-    def _busy(self) -> Response | None:
+    def _busy(self, envelope: Envelope) -> Response | None:
         if self.in_flight < self.config.max_in_flight:
             return None
         wait = self.config.retry_after_s
-        return error(
+        return envelope.error(
             429,
             "rate_limit_error",
             f"expected at most {self.config.max_in_flight} requests in flight, got one more; retry after "
@@ -323,7 +334,7 @@ class Gateway:
         except Refusal as refused:
             return refused.response()
         except Invalid as bad:
-            return invalid(bad.problems)
+            return SYSTEM_ONE.invalid(bad.problems)
         if asked.images or body.assets:
             return error(
                 501,
@@ -334,25 +345,78 @@ class Gateway:
 
         async def on(client: AsyncSystemOneClient) -> SystemOneResponse:
             # A choice wider than the labels is read in rounds by the client, as every route reads it.
+            return await client.system_one(state=asked.state, questions=asked.questions)
+
+        answered = await self._asked(on, SYSTEM_ONE)
+        if isinstance(answered, Response):
+            return answered
+        self.metrics.answered(answered)
+        reply: dict[str, Any] = answered.to_api()
+        reply["model"] = answered.model
+        return JSONResponse(reply, headers=calibrated_header(answered))
+
+    async def _decide(self, body: Body) -> Response:
+        """POST /v1/decisions: the request checked by ``jevper.decisions`` (the client's own rules), asked
+        through the upstream client's ``decisions.create`` as the upstream's model, its answers in
+        question order (a question whose answer cannot be read is a refusal among them)."""
+        try:
+            asked = decision(body.json)
+        except Refusal as refused:
+            return refused.response(OPENAI)
+        except Invalid as bad:
+            return OPENAI.invalid(bad.problems)
+        except InvalidDecisionError as bad:
+            return JSONResponse(bad.to_api(), status_code=400)
+        if body.assets:
+            return OPENAI.error(
+                400,
+                "unsupported_value",
+                "expected a JSON body, got a multipart one with files; send images as input_image parts "
+                "(a data URL) in the JSON",
+            )
+        sent = asked.body()
+
+        async def on(client: AsyncSystemOneClient) -> DecisionResponse:
+            return await client.decisions.create(
+                input=sent["input"],
+                questions=sent["questions"],
+                model=self._models[id(client)],
+                prompt_cache_options=asked.prompt_cache_options,
+                safety_identifier=asked.safety_identifier,
+                prompt_cache_key=asked.prompt_cache_key,
+            )
+
+        answered = await self._asked(on, OPENAI)
+        if isinstance(answered, Response):
+            return answered
+        self.metrics.decided(answered)
+        return JSONResponse(answered.to_api())
+
+    async def _asked(
+        self, call: Callable[[AsyncSystemOneClient], Awaitable[T]], envelope: Envelope
+    ) -> T | Response:
+        """``call`` on the upstream with the most room, or the response that says why it was not answered:
+        asked again on another while the failure is the upstream's (down, timed out, a 5xx), before any
+        5xx is given."""
+
+        async def on(client: AsyncSystemOneClient) -> T:
             try:
-                return await client.system_one(state=asked.state, questions=asked.questions)
+                return await call(client)
             except JevperError as failed:
                 if server_failure(failed) is not None:
                     log.warning("upstream %s failed: %s", self._shown[id(client)], failed)
                 raise
 
         try:
-            # On the upstream with the most room; asked again on another while the failure is the
-            # upstream's (down, timed out, a 5xx), before any 5xx is given.
             # Two more tries than upstreams: one that failed is tried again, one call at a time, as soon as
             # its cool-down ends, and may fail again (seen live: an upstream SIGKILLed mid-run).
             attempts = len(self.config.upstreams) + (2 if len(self.config.upstreams) > 1 else 0)
-            answered = await self.pool.ask(on, attempts=attempts)
+            return await self.pool.ask(on, attempts=attempts)
         except NoUpstreamError as none:
             log.warning("no upstream in: %s", self._redacted(str(none)))
             count = len(self.config.upstreams)
             which = "the upstream" if count == 1 else f"any of the {count} upstreams"
-            return error(
+            return envelope.error(
                 503,
                 "upstream_unavailable",
                 f"expected an upstream to answer, got none in: {which} failed several times in a row and "
@@ -360,33 +424,33 @@ class Gateway:
                 "and its last error)",
                 headers={"retry-after": str(self.config.retry_after_s)},
             )
+        except InvalidDecisionError as bad:  # what the upstream's surface cannot carry (an image)
+            return JSONResponse(bad.to_api(), status_code=400)
         except InvalidQuestionError as bad:
-            return invalid([Problem((), str(bad))])
+            return envelope.invalid([Problem((), str(bad))])
         except CalibrationMismatchError as refused:
             if refused.field != "prompt_digest":
-                return error(502, "upstream_error", f"the gateway's --calibration does not fit: {refused}")
+                return envelope.error(
+                    502, "upstream_error", f"the gateway's --calibration does not fit: {refused}"
+                )
             # A question the calibration holds, asked with another layout: the request's to change.
-            return invalid([Problem(("questions",), str(refused))])
+            return envelope.invalid([Problem(("questions",), str(refused))])
         except ProviderError as failed:
-            return self._upstream_failed(failed)
+            return self._upstream_failed(failed, envelope)
         except (IncompleteAnswerError, LabelReadoutError, MalformedAnswerError) as unreadable:
             cause = server_failure(unreadable)
             if cause is not None:  # the upstream failed while asked again (the corrective retry)
-                return self._upstream_failed(cause)
-            return error(
+                return self._upstream_failed(cause, envelope)
+            return envelope.error(
                 502,
                 "upstream_error",
                 "expected an answer the upstream model can give, got one that could not be read: "
                 f"{unreadable}",
             )
         except JevperError as failed:
-            return error(502, "upstream_error", f"the upstream could not answer: {failed}")
-        self.metrics.answered(answered)
-        reply: dict[str, Any] = answered.to_api()
-        reply["model"] = answered.model
-        return JSONResponse(reply, headers=calibrated_header(answered))
+            return envelope.error(502, "upstream_error", f"the upstream could not answer: {failed}")
 
-    def _unexpected(self, request: Request) -> Response:
+    def _unexpected(self, request: Request, envelope: Envelope) -> Response:
         """A JSON 500 naming the request's id, under which the traceback is logged (called in an except
         block; the id is also the response's x-request-id)."""
         rid = request_id.get()
@@ -396,21 +460,23 @@ class Gateway:
             f"request {rid}; retry, and if it recurs report that id, under which the gateway logged what "
             "happened"
         )
+        if envelope is OPENAI:
+            return OPENAI.error(500, "internal_error", message)
         return JSONResponse(
             {"detail": {"error_type": "internal_error", "message": message, "request_id": rid}},
             status_code=500,
         )
 
-    def _upstream_failed(self, failed: ProviderError) -> Response:
+    def _upstream_failed(self, failed: ProviderError, envelope: Envelope) -> Response:
         if failed.kind == "timeout":
-            return error(
+            return envelope.error(
                 504,
                 "upstream_timeout",
                 f"expected the upstream to answer within {self.config.timeout:g} s, got no answer by then: "
                 f"{failed}; retry, ask fewer questions at once, or start the gateway with a larger --timeout",
             )
         asked = "the upstream" if len(self.config.upstreams) == 1 else "every upstream asked"
-        return error(502, "upstream_error", f"{asked} failed; the last: {failed}")
+        return envelope.error(502, "upstream_error", f"{asked} failed; the last: {failed}")
 
 
 #: Names each calibrated question's method: "team=prior_temperature, angry=platt" (none: no header).
@@ -429,7 +495,8 @@ async def _no_route(request: Request, exc: Exception) -> Response:
     return error(
         status,
         kind,
-        "expected POST /v1/systemone, GET /v1/models, GET /health or GET /metrics, got "
+        "expected POST /v1/systemone, POST /v1/decisions, GET /v1/models, GET /health or GET /metrics, "
+        "got "
         f"{request.method} {request.url.path}",
     )
 
@@ -438,6 +505,7 @@ def create_app(config: GatewayConfig, client: AsyncSystemOneClient | None = None
     gateway = Gateway(config, client)
     routes = [
         Route("/v1/systemone", gateway.systemone, methods=["POST"]),
+        Route("/v1/decisions", gateway.decisions, methods=["POST"]),
         Route("/v1/models", gateway.models, methods=["GET"]),
         Route("/health", gateway.health, methods=["GET"]),
         Route("/metrics", gateway.metrics_text, methods=["GET"]),

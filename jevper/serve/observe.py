@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from jevper.decision_answers import DecisionResponse
 from jevper.models import SystemOneResponse
 
 REQUEST_ID = "x-request-id"
@@ -65,7 +66,9 @@ class Metrics:
             buckets=_LATENCY,
             registry=r,
         )
-        self.in_flight = Gauge("jevper_serve_in_flight", "System One requests being answered", registry=r)
+        self.in_flight = Gauge(
+            "jevper_serve_in_flight", "System One and Decisions requests being answered", registry=r
+        )
         self.upstream_requests = Counter(
             "jevper_serve_upstream_requests",
             "Requests sent upstream, by upstream and status ('none' when no answer came)",
@@ -95,6 +98,15 @@ class Metrics:
     def answered(self, response: SystemOneResponse) -> None:
         for answer in response.answers.values():
             self.questions.labels(answer.type, answer.method, answer.surface).inc()
+
+    def decided(self, response: DecisionResponse) -> None:
+        """A Decisions answer's questions, counted as System One's are (a refusal by its type)."""
+        traces = response.debug.get("questions", {})
+        for i, answer in enumerate(response.answers):
+            trace = traces.get(f"questions[{i}]", {})
+            self.questions.labels(
+                answer.type, trace.get("method", "none"), trace.get("surface", "none")
+            ).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

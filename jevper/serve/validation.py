@@ -1,4 +1,5 @@
-"""A System One request, validated as the API defines it; every problem named by where it sits.
+"""A System One request, validated as the API defines it; every problem named by where it sits. A
+Decisions request is read from JSON the same way, then checked by ``jevper.decisions`` (``decision``).
 
 A problem is one entry of a 422's ``detail`` list, in the shape System One clients read:
 ``{"loc": ["body", "questions", "q", "criteria"], "msg": "...", "type": "value_error"}``.
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jevper import InvalidQuestionError
+from jevper.decisions import DecisionRequest, decision_request
 from jevper.questions import Question, as_question
 from jevper.serve.errors import Refusal
 
@@ -45,9 +47,9 @@ class Asked:
 MAX_DEPTH = 64
 
 
-def parse(raw: bytes) -> Asked:
-    """The request's state and questions, or Invalid listing every problem found (a Refusal, 400, for
-    a body nested deeper than MAX_DEPTH)."""
+def loaded(raw: bytes) -> Any:
+    """The body's JSON value, or Invalid when it is not JSON (a Refusal, 400, when it is nested deeper
+    than MAX_DEPTH): the same for every route."""
     try:
         body = json.loads(raw)
     except RecursionError:
@@ -57,6 +59,19 @@ def parse(raw: bytes) -> Asked:
     deepest = depth(body)
     if deepest > MAX_DEPTH:
         raise _too_deep(str(deepest))
+    return body
+
+
+def decision(raw: bytes) -> DecisionRequest:
+    """A Decisions request, checked by ``jevper.decisions`` (InvalidDecisionError naming the param) once
+    the body is JSON (as ``loaded`` says)."""
+    return decision_request(loaded(raw))
+
+
+def parse(raw: bytes) -> Asked:
+    """The request's state and questions, or Invalid listing every problem found (a Refusal, 400, for
+    a body nested deeper than MAX_DEPTH)."""
+    body = loaded(raw)
     if not isinstance(body, Mapping):
         raise Invalid([Problem((), f"expected a JSON object, got {type(body).__name__}")])
     problems: list[Problem] = []
