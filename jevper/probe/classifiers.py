@@ -21,6 +21,7 @@ from jevper._wire import (
     PROMPT_RECORDS,
     ErrorBody,
     WireResult,
+    embedded_error,
     prompt_record,
     provider_error,
     read,
@@ -734,6 +735,13 @@ def decisions_conformance(probe: Probe, exchanges: Sequence[Exchange]) -> Verdic
     asked = _asked(last, "questions")
     questions = [q for q in asked if isinstance(q, Mapping)] if isinstance(asked, list) else []
     body = last.json()
+    # A body that is no JSON object, or an error in a 200, says nothing of the route: a fault, as on the
+    # other surfaces; a JSON answer off the schema is graded.
+    if not isinstance(body, Mapping):
+        raise MalformedAnswerError(expected_actual("a JSON object", excerpt(last.text, 60)))
+    error = embedded_error(body, model=_model(last)) if "answers" not in body else None
+    if error is not None:
+        raise provider_error(error, decisions_route.SURFACE)
     found = decision_schema(body) + decisions_route.body_violations(body, questions)
     answers = body.get("answers") if isinstance(body, Mapping) else None
     shown = excerpt(answers if answers is not None else last.text)

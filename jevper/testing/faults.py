@@ -1,5 +1,5 @@
-"""A loopback HTTP server that answers like Chat Completions, Responses, Messages or System One, with one
-fault.
+"""A loopback HTTP server that answers like Chat Completions, Responses, Messages, System One or OpenAI's
+Decisions API, with one fault.
 
 The fault is chosen per request, by a path prefix or a header::
 
@@ -7,9 +7,10 @@ The fault is chosen per request, by a path prefix or a header::
     http://127.0.0.1:PORT/fault/ok,ok,crash/v1          a rotation: two answers, then the server dies
     x-jevper-fault: 429-retry-after                     on any request (wins over the path)
 
-Faults apply to POSTs on the surface routes (System One's too); ``GET /v1/models`` always answers, so a
-tool's reachability check passes and the fault lands on the request that matters. The server writes raw
-bytes on a socket, so it can stop mid-header, reset a connection or send a body its headers lie about.
+Faults apply to POSTs on the surface routes (System One's and POST /v1/decisions too); ``GET /v1/models``
+always answers, so a tool's reachability check passes and the fault lands on the request that matters.
+The server writes raw bytes on a socket, so it can stop mid-header, reset a connection or send a body
+its headers lie about.
 
 In relay mode (``FaultServer(upstream="http://127.0.0.1:8080")``) every request with no fault named
 (and every GET, and every path that is not a surface route) is passed to that real server and its
@@ -37,13 +38,16 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from jevper._wire import PROMPT_RECORDS, RECORDS, Surface, prompt_record
+from jevper._wire import PROMPT_RECORDS, RECORDS, Surface, decisions, prompt_record
 from jevper.testing.bodies import BODY_FAULTS, Answer, encode
+from jevper.testing.decisions import DECISIONS_BODY_FAULTS, DecisionsAnswer
 from jevper.testing.script import Request, Script
 from jevper.testing.systemone import SYSTEMONE_BODY_FAULTS, SystemOneAnswer
 
-#: What a fault serves: a prompt surface's answer, or the answers to a System One request.
-Answers = Answer | SystemOneAnswer
+#: What a fault serves: a prompt surface's answer, or the answers to a System One or Decisions request.
+Answers = Answer | SystemOneAnswer | DecisionsAnswer
+#: A route the server answers: a client surface's, or POST /v1/decisions (which no client record holds).
+Served = Surface | decisions.DecisionsRoute
 
 #: How long a hanging fault holds a connection before giving up on the client (it should leave first).
 HANG_S = 120.0
@@ -53,7 +57,10 @@ HUGE_BYTES = 50 * 1024 * 1024
 RETRY_AFTER_S = 1
 FAULT_HEADER = "x-jevper-fault"
 _MAX_REQUEST_BYTES = 16 * 1024 * 1024
-_ROUTES: tuple[tuple[str, Surface], ...] = tuple((f"/{r.route}", r.name) for r in RECORDS.values())
+_ROUTES: tuple[tuple[str, Served], ...] = (
+    *((f"/{r.route}", r.name) for r in RECORDS.values()),
+    (f"/{decisions.ROUTE}", decisions.SURFACE),
+)
 _HTML_500 = (
     b"<!DOCTYPE html><html><head><title>500 Internal Server Error</title></head><body>"
     b"<h1>Internal Server Error</h1><p>The server encountered an unexpected condition.</p></body></html>"
@@ -71,7 +78,7 @@ class ServedFault:
     fault: str
     method: str
     path: str
-    surface: Surface | None
+    surface: Served | None
 
 
 class Reply:
@@ -115,7 +122,7 @@ class Reply:
 class Fault:
     name: str
     says: str  # what the server does, in one line
-    serve: Callable[[Reply, Surface, Request, Answers], Awaitable[None]]
+    serve: Callable[[Reply, Served, Request, Answers], Awaitable[None]]
 
 
 FAULTS: dict[str, Fault] = {}
@@ -130,24 +137,24 @@ def fault(name: str, says: str) -> Callable[[Callable[..., Awaitable[None]]], Ca
 
 
 @fault("ok", "a healthy answer (label A with logprobs, or a JSON answer to the schema sent)")
-async def _ok(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
+async def _ok(reply: Reply, surface: Served, request: Request, answer: Answers) -> None:
     await reply.json(200, "OK", answer.body())
 
 
 @fault("hang-no-bytes", "reads the request and never sends a byte")
-async def _hang(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
+async def _hang(reply: Reply, surface: Served, request: Request, answer: Answers) -> None:
     await reply.hang()
 
 
 @fault("hang-after-headers", "sends 200 and the headers (content-length set), then no body")
-async def _hang_after_headers(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
+async def _hang_after_headers(reply: Reply, surface: Served, request: Request, answer: Answers) -> None:
     body = encode(answer.body())
     await reply.head(200, "OK", [("content-type", "application/json"), ("content-length", str(len(body)))])
     await reply.hang()
 
 
 @fault("connection-reset", "reads the request and resets the connection (RST, no response)")
-async def _reset(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
+async def _reset(reply: Reply, surface: Served, request: Request, answer: Answers) -> None:
     sock = reply.writer.get_extra_info("socket")
     if sock is not None:
         # Linger 0 turns close() into a reset instead of an orderly FIN.
@@ -157,14 +164,14 @@ async def _reset(reply: Reply, surface: Surface, request: Request, answer: Answe
 
 
 @fault("slow-drip", f"a valid 200 body dripped in chunks every {DRIP_INTERVAL_S} s over {DRIP_TOTAL_S} s")
-async def _drip(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
+async def _drip(reply: Reply, surface: Served, request: Request, answer: Answers) -> None:
     await _dripped(reply, 200, "OK", encode(answer.body()))
 
 
 @fault(
     "slow-drip-error", f"a 500 error body dripped in chunks every {DRIP_INTERVAL_S} s over {DRIP_TOTAL_S} s"
 )
-async def _drip_error(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
+async def _drip_error(reply: Reply, surface: Served, request: Request, answer: Answers) -> None:
     # An SDK reads an error body itself, before handing any response back: the whole exchange must still
     # end at the caller's timeout.
     body = encode(
@@ -187,12 +194,12 @@ async def _dripped(reply: Reply, status: int, reason: str, body: bytes) -> None:
 
 
 @fault("html-500", "500 with an HTML error page")
-async def _html_500(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
+async def _html_500(reply: Reply, surface: Served, request: Request, answer: Answers) -> None:
     await reply.send(500, "Internal Server Error", _HTML_500, "text/html; charset=utf-8")
 
 
 def _retry_after(status: int, reason: str, seconds: int) -> Callable[..., Awaitable[None]]:
-    async def serve(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
+    async def serve(reply: Reply, surface: Served, request: Request, answer: Answers) -> None:
         body = {
             "error": {"message": f"{reason}: try again in {seconds} s", "type": "overloaded", "code": status}
         }
@@ -216,23 +223,23 @@ fault("429-retry-after-hour", "429 with Retry-After: 3600 (a client must cap the
 
 
 @fault("truncated-json", "200, application/json, the body cut in half (content-length matches the half)")
-async def _truncated(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
+async def _truncated(reply: Reply, surface: Served, request: Request, answer: Answers) -> None:
     body = encode(answer.body())
     await reply.send(200, "OK", body[: len(body) // 2], "application/json")
 
 
 @fault("non-json-body", "200, application/json, a body of plain words")
-async def _non_json(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
+async def _non_json(reply: Reply, surface: Served, request: Request, answer: Answers) -> None:
     await reply.send(200, "OK", b"Model is loading, please wait.", "application/json")
 
 
 @fault("wrong-content-type", "200 with a valid JSON body labelled text/html")
-async def _wrong_type(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
+async def _wrong_type(reply: Reply, surface: Served, request: Request, answer: Answers) -> None:
     await reply.send(200, "OK", encode(answer.body()), "text/html; charset=utf-8")
 
 
 @fault("huge-body", f"200 with a valid answer padded to {HUGE_BYTES // 2**20} MB")
-async def _huge(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
+async def _huge(reply: Reply, surface: Served, request: Request, answer: Answers) -> None:
     head = encode(answer.body())[:-1] + b', "padding": "'
     tail = b'"}'
     pad = HUGE_BYTES - len(head) - len(tail)
@@ -249,21 +256,23 @@ async def _huge(reply: Reply, surface: Surface, request: Request, answer: Answer
 
 
 @fault("html-404", "404 with an HTML page on the surface's own route")
-async def _html_404(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
+async def _html_404(reply: Reply, surface: Served, request: Request, answer: Answers) -> None:
     await reply.send(404, "Not Found", _HTML_404, "text/html")
 
 
 @fault("crash", "the server stops listening and drops every connection (a crash mid-run)")
-async def _crash(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
+async def _crash(reply: Reply, surface: Served, request: Request, answer: Answers) -> None:
     reply.keep_alive = False
     reply.writer.transport.abort()
     reply.server.crash()
 
 
 def _body_fault(name: str) -> Callable[..., Awaitable[None]]:
-    async def serve(reply: Reply, surface: Surface, request: Request, answer: Answers) -> None:
+    async def serve(reply: Reply, surface: Served, request: Request, answer: Answers) -> None:
         if isinstance(answer, SystemOneAnswer):
             await reply.json(200, "OK", SYSTEMONE_BODY_FAULTS[name](answer))
+        elif isinstance(answer, DecisionsAnswer):
+            await reply.json(200, "OK", DECISIONS_BODY_FAULTS[name](answer))
         else:
             await reply.json(200, "OK", BODY_FAULTS[name](answer))
 
@@ -286,7 +295,7 @@ for _name, _says in _BODY_SAYS.items():
     fault(_name, _says)(_body_fault(_name))
 
 
-def route(path: str) -> Surface | None:
+def route(path: str) -> Served | None:
     for suffix, surface in _ROUTES:
         if path.rstrip("/").endswith(suffix):
             return surface
@@ -471,6 +480,8 @@ class FaultServer:
         named = model if isinstance(model, str) else self.model
         if surface in PROMPT_RECORDS:
             answer: Answers = Answer(prompt_record(surface).name, parsed, named)
+        elif surface == decisions.SURFACE:
+            answer = DecisionsAnswer(parsed, named)
         else:
             answer = SystemOneAnswer(parsed, named)
         if self.delay:
