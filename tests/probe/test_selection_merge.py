@@ -251,14 +251,20 @@ def test_a_provenance_written_by_the_older_merge_keeps_its_re_run_probes_named(
     assert provenance["updates"][1]["probes"] == sorted(RERUN)
 
 
-def test_an_index_made_by_a_single_run_is_written_back_byte_identical(tmp_path: Path) -> None:
-    # A committed recording made by one run, recorded whole (the first such, whichever it is).
-    single = next(r for r in COMMITTED.recordings() if r.provenance == "recorded" and not r.later)
-    committed = COMMITTED.fixture_dir(single.key)
-    single.save(tmp_path)
+def test_an_index_made_by_a_single_run_is_written_back_byte_identical(
+    tmp_path: Path, server: FaultServer
+) -> None:
+    # Made here: every committed recording has since taken a later run of its own (--only).
+    argv = ["--server", "llamacpp", "--base-url", server.base_url(), "--server-version", "b77777"]
+    argv += ["--model", "smollm2", "--out", str(tmp_path / "out"), "--only", "chat-logprobs"]
+    assert cli.main(argv) == cli.EXIT_OK
+    made = tmp_path / "out" / "fixtures" / "llamacpp-b77777"
+    single = Recording.load(made)
+    assert single.provenance == "recorded" and not single.later
+    single.save(tmp_path / "again")
     for name in ("results.json", "provenance.json"):
-        assert (tmp_path / name).read_bytes() == (committed / name).read_bytes()
-    assert "updates" not in json.loads((committed / "results.json").read_text())
+        assert (tmp_path / "again" / name).read_bytes() == (made / name).read_bytes()
+    assert "updates" not in json.loads((made / "results.json").read_text())
 
 
 def test_an_only_run_of_an_upgraded_server_is_a_recording_of_its_own_and_is_diffed_honestly(
