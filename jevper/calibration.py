@@ -11,6 +11,9 @@ over a question's options to another that sums to 1:
 - ``prior_temperature``, ``content_free_temperature``: the prior correction, then a temperature;
 - ``platt`` (a yes/no question): ``sigmoid(a * logit(p_true) + b)``.
 
+A map fit on labelled rows records how many (``rows``), and never gives an option less than
+``1 / (rows + options)``: Laplace's rule of succession, the rarest chance that many rows can show.
+
 The binding is what the map depends on: the server kind and its release, the model, the method and the
 surface the answers were read with, and a digest of the prompt layout (every question's type,
 instructions and options in their order; since the client applies it, each question's own digest too).
@@ -69,8 +72,14 @@ class Calibrator:
     temperature: float = 1.0
     prior: tuple[float, ...] | None = None
     platt: tuple[float, float] | None = None
+    #: the labelled rows it was fit on, which bound its output (``bounded``); None for a map not fit to
+    #: labels, or read from a file written before maps were bounded
+    rows: int | None = None
 
     def apply(self, p: Distribution) -> Distribution:
+        return bounded(self._mapped(p), self.rows)
+
+    def _mapped(self, p: Distribution) -> Distribution:
         if self.method == "identity":
             return _normalised(p)
         if self.method == "platt":
@@ -89,17 +98,21 @@ class Calibrator:
             value["prior"] = list(self.prior)
         if self.platt is not None:
             value["platt"] = {"a": self.platt[0], "b": self.platt[1]}
+        if self.rows is not None:
+            value["rows"] = self.rows
         return value
 
     @classmethod
     def of_json(cls, value: dict[str, Any]) -> Calibrator:
         platt = value.get("platt")
         prior = value.get("prior")
+        rows = value.get("rows")
         return cls(
             value["method"],
             float(value.get("temperature", 1.0)),
             tuple(float(x) for x in prior) if prior is not None else None,
             (float(platt["a"]), float(platt["b"])) if platt is not None else None,
+            int(rows) if rows is not None else None,
         )
 
 
@@ -108,6 +121,19 @@ def _normalised(p: Sequence[float]) -> Distribution:
     if total <= 0:
         return tuple(1.0 / len(p) for _ in p)
     return tuple(x / total for x in p)
+
+
+def bounded(p: Distribution, rows: int | None) -> Distribution:
+    """p mixed with the uniform distribution just enough that no option has less than
+    ``1 / (rows + len(p))`` (nor, so, more than ``(rows + 1) / (rows + len(p))``); p itself if none has,
+    or if ``rows`` is None."""
+    if rows is None:
+        return p
+    floor, low, uniform = 1.0 / (rows + len(p)), min(p), 1.0 / len(p)
+    if low >= floor:
+        return p
+    share = (floor - low) / (uniform - low)
+    return tuple((1.0 - share) * x + share * uniform for x in p)
 
 
 def tempered(p: Distribution, temperature: float) -> Distribution:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from jevper.evaluate import Calibrator, accuracy, fit, fit_platt, fit_temperature, mean_prior, reliability
+from jevper.evaluate._fit import T_RANGE
 from jevper.evaluate._select import choose, folds, held_out
 
 
@@ -126,3 +127,68 @@ def test_a_content_free_prior_given_to_the_fit_is_chosen_over_the_batch_mean_whe
 def test_a_content_free_method_without_its_prior_is_refused() -> None:
     with pytest.raises(ValueError, match="expected a content-free prior"):
         fit("content_free_temperature", [(0.5, 0.5)], [0])
+
+
+# Twelve rows shaped like the live SmolLM2 fit of issue 33: "angry" said with 0.62-0.90 for every ticket,
+# the four angry ones (gold 0, option 0 being "true") below 0.75, so a threshold separates them.
+SEPARABLE_YES = (0.62, 0.66, 0.70, 0.74, 0.80, 0.81, 0.83, 0.85, 0.86, 0.88, 0.89, 0.90)
+SEPARABLE_GOLD = [0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1]
+SWEPT = [i / 100 for i in range(1, 100)] + [1e-9, 1 - 1e-9]
+
+
+def test_platt_on_twelve_nearly_separable_rows_keeps_to_what_twelve_rows_can_show() -> None:
+    rows = [(p, 1 - p) for p in SEPARABLE_YES]
+    a, b = fit_platt(rows, SEPARABLE_GOLD)
+    assert abs(a) < 10 and abs(b) < 10
+    calibrator = fit("platt", rows, SEPARABLE_GOLD)
+    # Laplace's rule of succession: twelve rows cannot show a chance below 1/14 or above 13/14.
+    for yes in SWEPT:
+        assert 1 / 14 - 1e-12 <= calibrator.apply((yes, 1 - yes))[0] <= 13 / 14 + 1e-12
+
+
+def test_platt_scaling_matches_scikit_learns_sigmoid_calibration_with_platts_smoothed_targets() -> None:
+    from sklearn.calibration import _sigmoid_calibration  # private, but Platt's method as published
+
+    rng = np.random.default_rng(5)
+    z = rng.normal(scale=1.5, size=400)
+    truth = 1 / (1 + np.exp(-(1.7 * z - 0.5)))
+    positive = rng.random(400) < truth
+    said = [(float(p), float(1 - p)) for p in 1 / (1 + np.exp(-z))]
+    a, b = fit_platt(said, [0 if y else 1 for y in positive])
+    minus_a, minus_b = _sigmoid_calibration(z, positive.astype(int))  # P = 1 / (1 + exp(a z + b))
+    assert a == pytest.approx(-minus_a, abs=1e-3)
+    assert b == pytest.approx(-minus_b, abs=1e-3)
+
+
+def test_platt_with_every_row_of_one_class_still_gives_finite_bounded_parameters() -> None:
+    a, b = fit_platt([(0.3, 0.7), (0.6, 0.4), (0.9, 0.1)], [0, 0, 0])
+    assert math.isfinite(a) and math.isfinite(b) and abs(a) < 10 and abs(b) < 10
+
+
+def test_the_temperature_on_separable_rows_stops_at_the_range_and_keeps_to_what_the_rows_can_show() -> None:
+    # Every row right, by a small margin: the NLL alone would sharpen without end.
+    rows = [(0.40, 0.32, 0.28), (0.30, 0.38, 0.32), (0.31, 0.30, 0.39)] * 4
+    gold = [0, 1, 2] * 4
+    assert fit_temperature(rows, gold) == pytest.approx(T_RANGE[0], rel=1e-3)
+    assert T_RANGE[0] >= 0.25
+    calibrator = fit("temperature", rows, gold)
+    for row in [*rows, (0.98, 0.01, 0.01), (1.0, 0.0, 0.0)]:
+        # Twelve rows, three options: no option below 1/15, none above 13/15.
+        assert all(1 / 15 - 1e-12 <= x <= 13 / 15 + 1e-12 for x in calibrator.apply(row))
+
+
+def test_a_batch_mean_prior_of_an_option_the_rows_never_chose_does_not_make_it_certain() -> None:
+    rows = [(0.9 - 1e-9, 0.1, 1e-9), (0.7 - 1e-9, 0.3, 1e-9)] * 6
+    calibrator = fit("prior", rows, [0] * len(rows))
+    # One more row answered uniformly, as Laplace would count it: no prior below 1/(3 * 13).
+    assert calibrator.prior is not None and min(calibrator.prior) >= 1 / 39
+    assert calibrator.apply((0.899, 0.1, 0.001))[2] < 0.1
+
+
+def test_a_map_fit_on_rows_keeps_its_row_count_through_its_file() -> None:
+    calibrator = fit("platt", [(p, 1 - p) for p in SEPARABLE_YES], SEPARABLE_GOLD)
+    assert calibrator.rows == len(SEPARABLE_YES)
+    assert Calibrator.of_json(calibrator.to_json()) == calibrator
+    # A file written before the bound: its map is applied as it was.
+    unbounded = Calibrator.of_json({"method": "platt", "platt": {"a": 40.0, "b": 0.0}})
+    assert unbounded.rows is None and unbounded.apply((0.9, 0.1))[1] < 1e-30
