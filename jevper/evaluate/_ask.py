@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from jevper import AsyncSystemOneClient
+from jevper._upstreams import Upstream
 from jevper.batch import BatchClassifier, Server
 from jevper.batch._files import Input, Writer
 from jevper.evaluate._calibration import write_atomically
@@ -37,14 +39,16 @@ async def ask(
     state_column: str = "state",
     api: str = "auto",
     method: str = "auto",
+    requests: RequestCount | None = None,
 ) -> Path:
     """Every row of ``labelled`` asked every question; the batch's output written to ``output`` (Parquet),
-    whole or not at all."""
+    whole or not at all. ``requests`` counts the requests sent."""
     source = Input(labelled)
     checked = source.check(id_column)
-    classifier = BatchClassifier(
+    classifier = _Counting(
         questions, servers, id_column=id_column, state_column=state_column, api=api, method=method
     )
+    classifier.requests = requests or RequestCount()
     schema = classifier.output_schema(checked.schema)
     partial = output.with_name(output.name + ".partial")
     writer = Writer(partial, schema, "parquet")
@@ -60,6 +64,53 @@ async def ask(
     writer.close()
     os.replace(partial, output)
     return output
+
+
+class RequestCount:
+    """The requests sent through the clients of ask(): what a setting cost, in requests."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+
+class _Counting(BatchClassifier):
+    """The batch core, its clients' requests counted."""
+
+    requests: RequestCount
+
+    def _connect(self, server: Upstream) -> AsyncSystemOneClient:
+        client = super()._connect(server)
+        client._client = _Counted(client._client, self.requests)
+        return client
+
+
+class _Counted:
+    """An SDK-shaped object that counts each call of its (and its resources') request methods."""
+
+    _RESOURCES = frozenset({"chat", "completions", "responses", "messages", "with_streaming_response",
+                            "with_raw_response", "beta"})  # fmt: skip
+    _REQUESTS = frozenset({"create", "post", "get"})
+
+    def __init__(self, target: Any, requests: RequestCount) -> None:
+        self._target = target
+        self._requests = requests
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        if name in self._RESOURCES:
+            return _Counted(value, self._requests)
+        if name in self._REQUESTS and callable(value):
+            return self._counting(value)
+        if name == "with_options" and callable(value):
+            return lambda *args, **kwargs: _Counted(value(*args, **kwargs), self._requests)
+        return value
+
+    def _counting(self, call: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self._requests.sent += 1
+            return call(*args, **kwargs)
+
+        return counted
 
 
 def rotations(given: Mapping[str, Any], asked: Mapping[str, Question]) -> list[dict[str, Any]]:
@@ -86,6 +137,7 @@ async def content_free(
     state_column: str = "state",
     api: str = "auto",
     method: str = "auto",
+    requests: RequestCount | None = None,
 ) -> dict[str, Distribution]:
     """Per question, the model's mean answer to the content-free states: its lean before any content.
     The states and the answers are kept in ``folder`` (content-free.jsonl, content-free.answers.parquet)."""
@@ -101,6 +153,7 @@ async def content_free(
         state_column=state_column,
         api=api,
         method=method,
+        requests=requests,
     )
     answers = read_table(output, id_column, "content-free ANSWERS")
     found: dict[str, Distribution] = {}

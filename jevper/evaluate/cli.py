@@ -15,16 +15,27 @@ import asyncio
 import contextlib
 import json
 import sys
+import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from jevper import ConfigError, JevperError
 from jevper.batch import Server
 from jevper.batch.cli import servers_of
-from jevper.evaluate._ask import ask, content_free, rotations
+from jevper.evaluate._ask import RequestCount, ask, content_free, rotations
 from jevper.evaluate._calibration import Binding, prompt_digest, write_atomically
+from jevper.evaluate._compare import (
+    SPAWN,
+    Compared,
+    Setting,
+    check_settings,
+    comparison,
+    parse_setting,
+    text_table,
+)
+from jevper.evaluate._compare import html as compared_html
 from jevper.evaluate._evaluation import DEFAULT_TARGET
 from jevper.evaluate._labels import golds, read_table
 from jevper.evaluate._metrics import Distribution
@@ -73,6 +84,16 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", required=True, type=Path, help="the folder metrics.json and the rest go to")
     p.add_argument("--fit", action="store_true", help="fit a calibration per question: DIR/calibration.json")
+    p.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        metavar="SETTING",
+        help="evaluate the rows under this setting too, key=value pairs separated by commas: name, server "
+        "(a URL, or spawn), model, method, api; a key left out takes its flag's value. Repeat for each "
+        "setting (two or more): each goes to DIR/settings/<name>/, and DIR/metrics.json and report.html "
+        "compare accuracy, ECE, requests and seconds",
+    )
     p.add_argument("--folds", type=int, default=DEFAULT_FOLDS, help="k of the k-fold cross-validation")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="how the rows are dealt into folds")
     p.add_argument(
@@ -139,6 +160,28 @@ def _main(args: argparse.Namespace) -> int:
     for flag in ("rotations", "content_free"):
         if getattr(args, flag) and not asking:
             raise ConfigError(f"--{flag.replace('_', '-')}: expected --server or --spawn to ask, got neither")
+    if args.compare:
+        return _compare(args)
+    done = _evaluate(args)
+    for qid, q in done.metrics["questions"].items():
+        print(_line(qid, q), flush=True)
+    print(f"{PROG}: wrote {', '.join(done.written)} to {args.out}", flush=True)
+    return _status(done)
+
+
+@dataclass(frozen=True)
+class _Done:
+    """One evaluation written: its metrics, the answers it scored, what it wrote and the time it asked."""
+
+    metrics: dict[str, Any]
+    answers: Path
+    written: list[str]
+    seconds: float
+
+
+def _evaluate(args: argparse.Namespace, requests: RequestCount | None = None) -> _Done:
+    """The evaluation the flags describe, written to --out."""
+    asking = bool(args.server or args.spawn)
     if args.spawn:
         _spawn_defaults(args)
     given, asked = read_questions(args.questions)
@@ -147,12 +190,15 @@ def _main(args: argparse.Namespace) -> int:
     turned: list[tuple[Path, Path]] = [(q, a) for q, a in args.rotated]
     priors = None
     served: dict[str, str] = {}
+    seconds = 0.0
     if asking:
         # Everything the labels can get wrong is found before the first request.
         golds(read_table(args.labelled, args.id_column, "LABELLED"), asked)
         args.out.mkdir(parents=True, exist_ok=True)
         with _servers(args, served) as servers:
-            answers, more, priors = _ask_all(args, given, asked, servers)
+            started = time.perf_counter()
+            answers, more, priors = _ask_all(args, given, asked, servers, requests)
+            seconds = time.perf_counter() - started
         turned += more
     evaluation = evaluate_files(
         args.labelled,
@@ -181,31 +227,85 @@ def _main(args: argparse.Namespace) -> int:
     write_atomically(args.out / "report.html", html(metrics))
     if binding is not None:
         evaluation.calibration(binding).with_layouts(given).save(args.out / "calibration.json")
-    for qid, q in metrics["questions"].items():
-        print(_line(qid, q), flush=True)
     written = (["answers.parquet"] if asking else []) + ["metrics.json", "report.html"]
     written += [f"{len(turned)} rotated runs"] if args.rotations else []
     written += ["calibration.json"] if binding else []
-    print(f"{PROG}: wrote {', '.join(written)} to {args.out}", flush=True)
-    if not any(q["before"]["n"] for q in metrics["questions"].values()):
+    return _Done(metrics, answers, written, seconds)
+
+
+def _status(done: _Done) -> int:
+    if not any(q["before"]["n"] for q in done.metrics["questions"].values()):
         print(
             f"{PROG}: expected answers to score, got none: every labelled row's answer failed; the error "
-            f"column of {answers} says why",
+            f"column of {done.answers} says why",
             file=sys.stderr,
         )
         return 1
     return 0
 
 
+def _compare(args: argparse.Namespace) -> int:
+    """Each --compare setting evaluated in DIR/settings/<name>/, then the table of them all."""
+    if args.answers:
+        raise ConfigError("--compare: expected --server or --spawn to ask under each setting, got --answers")
+    settings = [parse_setting(text) for text in args.compare]
+    check_settings(settings)
+    rows = len(read_table(args.labelled, args.id_column, "LABELLED").rows)
+    runs = []
+    for setting in settings:
+        sub = _under(args, setting)
+        requests = RequestCount()
+        print(f"{PROG}: --compare {setting.name} ...", flush=True)
+        done = _evaluate(sub, requests)
+        for qid, q in done.metrics["questions"].items():
+            print(f"  {_line(qid, q)}", flush=True)
+        asked = {
+            "server": SPAWN if sub.spawn else ", ".join(sub.server),
+            "model": ", ".join(sub.model) or "-",
+            "method": sub.method or "auto",
+            "api": sub.surface or "auto",
+        }
+        runs.append(Compared(setting, asked, rows, requests.sent, done.seconds, done.metrics))
+    doc = comparison(str(args.labelled), runs)
+    write_atomically(args.out / "metrics.json", json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    write_atomically(args.out / "report.html", compared_html(doc))
+    print(text_table(doc), flush=True)
+    print(
+        f"{PROG}: wrote metrics.json and report.html comparing {len(runs)} settings to {args.out}", flush=True
+    )
+    return max(_status(_Done(dict(run.metrics), args.out, [], 0.0)) for run in runs)
+
+
+def _under(args: argparse.Namespace, setting: Setting) -> argparse.Namespace:
+    """The flags of one setting: the command line's, with what the setting gives in their place."""
+    sub = argparse.Namespace(**vars(args))
+    sub.out = args.out / "settings" / setting.folder
+    sub.model = list(args.model)
+    if setting.server == SPAWN:
+        sub.spawn, sub.server = True, None
+    elif setting.server is not None:
+        sub.spawn, sub.server = False, [setting.server]
+    if setting.model is not None:
+        sub.model = [setting.model]
+    sub.method = setting.method or args.method
+    sub.surface = setting.api or args.surface
+    return sub
+
+
 def _ask_all(
-    args: argparse.Namespace, given: dict[str, Any], asked: dict[str, Any], servers: list[Server]
+    args: argparse.Namespace,
+    given: dict[str, Any],
+    asked: dict[str, Any],
+    servers: list[Server],
+    requests: RequestCount | None = None,
 ) -> tuple[Path, list[tuple[Path, Path]], dict[str, Distribution] | None]:
     """The labelled rows asked of ``servers``: the answers, the rotated runs and the content-free priors."""
-    options = {
+    options: dict[str, Any] = {
         "id_column": args.id_column,
         "state_column": args.state_column,
         "api": args.surface or "auto",
         "method": args.method or "auto",
+        "requests": requests,
     }
     answers = asyncio.run(ask(args.labelled, given, servers, args.out / ASKED, **options))
     turned = []
