@@ -1,4 +1,5 @@
-"""Claims of the README and the docs that the recordings can contradict, checked against them."""
+"""Claims of the README, CONTRIBUTING.md and the docs that the recordings can contradict, checked against
+them."""
 
 from __future__ import annotations
 
@@ -18,21 +19,35 @@ def recordings() -> dict[str, dict[str, object]]:
     }
 
 
-def readme() -> str:
-    return " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+def page(name: str) -> str:
+    return " ".join((ROOT / name).read_text(encoding="utf-8").split())
 
 
-def test_the_readme_counts_the_recordings_that_are_in_the_repository() -> None:
-    said = re.search(r"(\w+) recordings sit in `tests/fixtures/providers/`", readme())
-    assert said is not None, "the README no longer says how many recordings there are"
+def test_contributing_counts_the_recordings_that_are_in_the_repository() -> None:
+    said = re.search(r"(\w+) recordings sit in `tests/fixtures/providers/`", page("CONTRIBUTING.md"))
+    assert said is not None, "CONTRIBUTING.md no longer says how many recordings there are"
     assert NUMBERS[said.group(1).lower()] == len(recordings())
 
 
-def test_the_readme_quotes_the_change_report_of_the_oldest_release_as_it_stands() -> None:
+def test_contributing_quotes_the_change_report_of_the_oldest_release_as_it_stands() -> None:
     report = (ROOT / "reports" / "changes" / "llamacpp-b10434-b11434.md").read_text(encoding="utf-8")
     counted = re.search(r"(\d+) of (\d+) probes present in both changed verdict", report)
     assert counted is not None
-    assert f"b11434 {counted.group(1)} of {counted.group(2)} did" in readme()
+    assert f"b11434 {counted.group(1)} of {counted.group(2)} did" in page("CONTRIBUTING.md")
+
+
+def test_contributing_counts_the_system_one_probes_that_meet_no_route_on_b10434() -> None:
+    said = re.search(r"(\d+) of the (\d+) System One probes meet no route \(`404`\)", page("CONTRIBUTING.md"))
+    assert said is not None, "CONTRIBUTING.md no longer says how many System One probes meet a 404"
+    probes = [p for p in recordings()["llamacpp-b10434"]["probes"] if p["id"].startswith("systemone-")]  # type: ignore[attr-defined]
+    assert (int(said.group(1)), int(said.group(2))) == (sum(p["status"] == 404 for p in probes), len(probes))
+
+
+def test_the_readme_holds_no_dated_measurement() -> None:
+    dated = re.findall(r"20\d\d-\d\d-\d\d|\d\d:\d\d UTC", page("README.md"))
+    assert dated == [], (
+        f"expected no date in the README (figures live in reports/performance.md), got {dated}"
+    )
 
 
 def test_docs_systemone_names_every_recorded_chat_server_whose_system_one_route_exists() -> None:
