@@ -47,6 +47,12 @@ PROVENANCE_FILE = "provenance.json"
 RESULTS_FILE = "results.json"
 #: The header fields that results.json repeats of the first run (provenance.json holds them all).
 HEADER = ("server", "release", "model", "model_name", "recorded_on", "command")
+#: Spellings of a command that have changed since a recording quoted them, and today's, so a report
+#: quotes a command that runs (``{release}``: the recording's release). One table, read on load.
+RESPELLED: tuple[tuple[str, str], ...] = (
+    ("python -m jevper.probe.xllamacpp_server", "python -m jevper.servers.xllamacpp_server"),
+    ("--binary built", "--release {release}"),
+)
 
 
 class ResultsError(ValueError):
@@ -98,6 +104,19 @@ class Run:
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+    def respelled(self, release: str | None) -> Run:
+        """This run with its commands (a server's flags among them) in today's spellings (RESPELLED)."""
+        release = self.release or release
+        flags = self.flags
+        if flags is not None:
+            flags = {k: _respell(v, release) if isinstance(v, str) else v for k, v in flags.items()}
+        return replace(
+            self,
+            command=_respell(self.command, release),
+            server_command=_respell(self.server_command, release),
+            flags=flags,
+        )
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Run:
@@ -246,7 +265,9 @@ class Recording:
             replace(u, run=replace(u.run, recorded_on=on, command=by), probes=probes)
             for u, (on, by, probes) in zip(later, listed, strict=False)
         ] + later[len(listed) :]
-        return cls(key, replace(first, **header), probes, tuple(later), kind, how, folder)
+        first = replace(first, **header).respelled(None)
+        later = [replace(u, run=u.run.respelled(first.release)) for u in later]
+        return cls(key, first, probes, tuple(later), kind, how, folder)
 
     # --- merging a selection -----------------------------------------------------------------------
 
@@ -264,6 +285,14 @@ class Recording:
 
 def recording_key(server: str, release: str) -> str:
     return f"{server}-{release}"
+
+
+def _respell(command: str | None, release: str | None) -> str | None:
+    if command is None:
+        return None
+    for old, new in RESPELLED:
+        command = command.replace(old, new.format(release=release or "RELEASE"))
+    return command
 
 
 def _plain(value: Any) -> Any:
