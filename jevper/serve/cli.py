@@ -1,7 +1,8 @@
-"""`python -m jevper.serve --upstream URL --model M [...]`: parse the options and serve until stopped.
+"""`python -m jevper.serve --upstream URL=MODEL [...]`: parse the options and serve until stopped.
 
-API keys may be given with --api-key or, to keep them out of the process list, in
-JEVPER_SERVE_API_KEYS (comma-separated); the upstream's key in JEVPER_UPSTREAM_API_KEY.
+The keys clients must send may be given with --api-key or, to keep them out of the process list, in
+JEVPER_SERVE_API_KEYS (comma-separated); the key sent to the upstreams with --upstream-api-key or in
+JEVPER_UPSTREAM_API_KEY.
 """
 
 from __future__ import annotations
@@ -17,36 +18,50 @@ from pathlib import Path
 from jevper._wire import PROMPT_SURFACES
 from jevper.calibration import Calibration
 from jevper.serve.config import DEFAULT_PORT, ConfigError, GatewayConfig
-from jevper.servers.flags import json_object
+from jevper.servers.flags import HelpFormatter, Renamed, json_object, renamed, url_and_model
+from jevper.servers.llamacpp import BUILDS, DEFAULT_RELEASE
 from jevper.servers.model import MODEL_ALIAS
 
 KEYS_ENV, UPSTREAM_KEY_ENV = "JEVPER_SERVE_API_KEYS", "JEVPER_UPSTREAM_API_KEY"
+PROG = "python -m jevper.serve"
+#: The spellings of the release before the command lines shared one vocabulary.
+RENAMED = (Renamed("--pool", "--concurrency"), Renamed("--max-in-flight", "--limit-concurrency"))
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m jevper.serve",
+        prog=PROG,
         description="Serve POST /v1/systemone (TypeSafe's System One API) in front of any OpenAI-style "
         "server: the questions are answered by jevper over the upstream's own surface.",
+        formatter_class=HelpFormatter,
     )
     p.add_argument(
         "--upstream",
         action="append",
         default=[],
-        type=_upstream_arg,
+        type=url_and_model,
         metavar="URL[=MODEL]",
         help="an upstream's base URL, ending in /v1, and the model it serves (else --model), split at the "
         "first '=' (the model id may hold '/' and '=': http://h:8000/v1=meta-llama/Llama-3.1-8B; a URL with "
-        "a query string takes its model from --model); repeat it for several upstreams, each with a pool "
-        "of its own (or --spawn)",
+        "a query string takes its model from --model); repeat it for several upstreams, each with "
+        "--concurrency requests of its own (or --spawn; default: none)",
     )
     p.add_argument(
         "--model",
-        help="the upstreams' model id where --upstream names none (with --spawn: the embedded model)",
+        help="the upstreams' model id where --upstream names none (default: none; with --spawn, the "
+        "embedded model)",
     )
-    p.add_argument("--api", default="auto", choices=("auto", *PROMPT_SURFACES))
     p.add_argument(
-        "--method", default="auto", choices=("auto", "logprobs", "grammar", "structured", "discrete")
+        "--api",
+        default="auto",
+        choices=("auto", *PROMPT_SURFACES),
+        help="the upstreams' surface the questions are asked on (auto: the first that answers)",
+    )
+    p.add_argument(
+        "--method",
+        default="auto",
+        choices=("auto", "logprobs", "grammar", "structured", "discrete"),
+        help="how an answer is read (docs/methods.md; auto: the best the surface allows)",
     )
     p.add_argument(
         "--extra-body",
@@ -56,12 +71,40 @@ def parser() -> argparse.ArgumentParser:
         help="merged into every upstream request as given: the upstream's own switches, "
         'e.g. \'{"chat_template_kwargs": {"enable_thinking": false}}\'',
     )
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT)
-    p.add_argument("--api-key", action="append", default=[], help=f"a key clients must send (or ${KEYS_ENV})")
-    p.add_argument("--pool", type=int, default=4, help="upstream requests in flight at once (its slots)")
-    p.add_argument("--max-in-flight", type=int, default=32, help="requests at once; more get a 429")
-    p.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024, help="a larger body gets a 413")
+    p.add_argument("--host", default="127.0.0.1", help="the address the gateway listens on")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="the port the gateway listens on")
+    p.add_argument(
+        "--api-key",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help=f"a key clients must send, as llama.cpp's and vLLM's --api-key (repeatable; default: none, "
+        f"or ${KEYS_ENV}, comma-separated; with none, no key is asked for)",
+    )
+    p.add_argument(
+        "--upstream-api-key",
+        metavar="KEY",
+        help=f"the key sent to the upstreams (default: ${UPSTREAM_KEY_ENV}, which keeps it out of the "
+        "process list)",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=4,
+        metavar="N",
+        help="requests in flight to each upstream at once, shared by every question of every request "
+        "(its slots; with --spawn, the slots it starts with)",
+    )
+    p.add_argument(
+        "--limit-concurrency",
+        type=int,
+        default=32,
+        metavar="N",
+        help="requests the gateway answers at once; one more gets a 429",
+    )
+    p.add_argument(
+        "--max-body-bytes", type=int, default=4 * 1024 * 1024, help="a larger request body gets a 413"
+    )
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per upstream request")
     p.add_argument(
         "--body-timeout",
@@ -70,9 +113,22 @@ def parser() -> argparse.ArgumentParser:
         help="seconds a request's body may take to arrive; then 408",
     )
     p.add_argument(
-        "--spawn", action="store_true", help="start the embedded llama.cpp (SmolLM2) behind it, --pool slots"
+        "--spawn",
+        action="store_true",
+        help="start the embedded llama.cpp (SmolLM2) behind it, with --concurrency slots",
     )
-    p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    p.add_argument(
+        "--release",
+        choices=tuple(BUILDS),
+        default=DEFAULT_RELEASE,
+        help="with --spawn: the llama.cpp release to start (as the probe's --spawn --release)",
+    )
+    p.add_argument(
+        "--log-level",
+        default="info",
+        choices=("critical", "error", "warning", "info", "debug"),
+        help="the least severe log line written (to stderr)",
+    )
     p.add_argument(
         "--calibration",
         type=Path,
@@ -81,16 +137,6 @@ def parser() -> argparse.ArgumentParser:
         "holds; refused at start when fit for another model, method or surface (default: none)",
     )
     return p
-
-
-def _upstream_arg(text: str) -> tuple[str, str | None]:
-    """``URL`` or ``URL=MODEL``, split at the first '=': a base URL's scheme, host, port and path hold
-    none, while a model id may hold '/' and '=' (vLLM's ``org/name``). A URL with a query string keeps
-    every '=' (its model comes from --model)."""
-    url, sep, model = text.partition("=")
-    if sep and model and "?" not in url:
-        return url.rstrip("/"), model
-    return text.rstrip("/"), None
 
 
 def _upstreams(args: argparse.Namespace) -> list[tuple[str, str]]:
@@ -115,7 +161,7 @@ def _upstream(args: argparse.Namespace, checked: GatewayConfig) -> Iterator[tupl
         return
     from jevper.servers.llamacpp import slot_args, spawn_llamacpp
 
-    with spawn_llamacpp(extra_args=slot_args(args.pool)) as server:
+    with spawn_llamacpp(build=BUILDS[args.release](), extra_args=slot_args(args.concurrency)) as server:
         if checked.calibration is not None:
             try:
                 checked.calibration.check_fields(server_kind=server.server, server_release=server.version)
@@ -147,10 +193,10 @@ def planned(args: argparse.Namespace, keys: tuple[str, ...] = ()) -> GatewayConf
         api=args.api,
         method=args.method,
         extra_body=args.extra_body,
-        upstream_api_key=os.environ.get(UPSTREAM_KEY_ENV) or None,
+        upstream_api_key=args.upstream_api_key or os.environ.get(UPSTREAM_KEY_ENV) or None,
         api_keys=keys,
-        pool=args.pool,
-        max_in_flight=args.max_in_flight,
+        pool=args.concurrency,
+        max_in_flight=args.limit_concurrency,
         max_body_bytes=args.max_body_bytes,
         timeout=args.timeout,
         body_timeout=args.body_timeout,
@@ -162,8 +208,13 @@ def planned(args: argparse.Namespace, keys: tuple[str, ...] = ()) -> GatewayConf
     return config
 
 
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """The options, old spellings read as the new ones (each with a warning on stderr)."""
+    return parser().parse_args(renamed(PROG, argv, RENAMED))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parse(sys.argv[1:] if argv is None else argv)
     try:
         import uvicorn
 
@@ -195,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         behind = ", ".join(f"{m} at {u}" for u, m in config.upstreams)
         print(
             f"jevper.serve: POST http://{args.host}:{args.port}/v1/systemone -> {behind} "
-            f"({args.api}, pool {args.pool} each, {len(keys)} key(s))",
+            f"({args.api}, concurrency {args.concurrency} each, {len(keys)} key(s))",
             file=sys.stderr,
             flush=True,
         )

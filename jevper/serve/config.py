@@ -24,9 +24,9 @@ FLAGS = {
     "api": "--api",
     "method": "--method",
     "extra_body": "--extra-body",
-    "pool": "--pool",
-    "max_concurrency": "--pool",
-    "max_in_flight": "--max-in-flight",
+    "pool": "--concurrency",
+    "max_concurrency": "--concurrency",
+    "max_in_flight": "--limit-concurrency",
     "max_body_bytes": "--max-body-bytes",
     "timeout": "--timeout",
     "body_timeout": "--body-timeout",
@@ -88,7 +88,7 @@ class GatewayConfig:
         if repeated:
             raise ConfigError(
                 f"--upstream: expected each upstream once, got {', '.join(repeated)} more than once; "
-                "give a server's URL once and its slot count with --pool"
+                "give a server's URL once and its slot count with --concurrency"
             )
         surface = prompt_record(self.api) if self.api in PROMPT_RECORDS else None
         if surface is not None and not surface.logprobs and self.method in LOGPROB_METHODS:

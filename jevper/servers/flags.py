@@ -1,9 +1,14 @@
-"""Command-line flags shared by the programs that front servers (the gateway and the batch engine)."""
+"""Command-line flags shared by the programs that talk to servers (the probe, the gateway, the batch and
+the evaluation): one vocabulary, the same parsing, the same refusals."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -16,3 +21,79 @@ def json_object(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"expected a JSON object, got {type(value).__name__}")
     return value
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless it has none or the help already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if not action.option_strings or "default" in text or _no_default(default):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _no_default(default: object) -> bool:
+    # A flag that is off, an option left unset or a repeatable one given no value has no default to show.
+    empty = isinstance(default, list | tuple | dict) and not default
+    return default is None or default is False or default is argparse.SUPPRESS or empty
+
+
+def url_and_model(text: str) -> tuple[str, str | None]:
+    """``URL`` or ``URL=MODEL``, split at the first '=': a base URL's scheme, host, port and path hold
+    none, while a model id may hold '/' and '=' (vLLM's ``org/name``). A URL with a query string keeps
+    every '=' (its model comes from --model)."""
+    url, sep, model = text.partition("=")
+    if sep and model and "?" not in url:
+        return url.rstrip("/"), model
+    return text.rstrip("/"), None
+
+
+#: The environment variable a client's key is read from when --api-key is not given.
+API_KEY_ENV = "JEVPER_API_KEY"
+API_KEY_HELP = (
+    "the key sent to the server, as a bearer token (default: $JEVPER_API_KEY; the variable keeps it out "
+    "of the process list)"
+)
+
+
+def api_key(given: str | None) -> str | None:
+    """The key a client sends: --api-key, else $JEVPER_API_KEY, else none."""
+    return given or os.environ.get(API_KEY_ENV) or None
+
+
+@dataclass(frozen=True)
+class Renamed:
+    """An option's old spelling, still read for one release with a warning naming the new one.
+
+    ``when``, if set, is asked about the value given with the old spelling: the old spelling is read
+    as the new one only when it says yes (``--server URL`` was a base URL; ``--server KIND`` is not).
+    """
+
+    old: str
+    new: str
+    when: Callable[[str], bool] | None = None
+
+
+def renamed(prog: str, argv: Sequence[str], renames: Sequence[Renamed]) -> list[str]:
+    """``argv`` with every old spelling written the new way, and one warning on stderr for each."""
+    out: list[str] = []
+    args = list(argv)
+    for i, arg in enumerate(args):
+        if "--" in args[:i]:
+            out.append(arg)
+            continue
+        flag, equals, value = arg.partition("=")
+        nxt = value if equals else (args[i + 1] if i + 1 < len(args) else "")
+        rename = next((r for r in renames if r.old == flag and (r.when is None or r.when(nxt))), None)
+        if rename is None:
+            out.append(arg)
+            continue
+        print(
+            f"{prog}: DeprecationWarning: {rename.old} is now spelled {rename.new}; "
+            f"the old spelling is read as {rename.new} until the next release",
+            file=sys.stderr,
+        )
+        out.append(f"{rename.new}{equals}{value}")
+    return out

@@ -33,7 +33,7 @@ def spawn_gateway(
     `upstream` (base URL, model); `options` are more of its command-line options."""
     behind = ["--upstream", upstream[0], "--model", upstream[1]] if upstream else ["--spawn"]
     shown = ["--upstream", "<url>", "--model", upstream[1]] if upstream else ["--spawn"]
-    rest = ["--pool", str(pool), "--api", api, *options]
+    rest = ["--concurrency", str(pool), "--api", api, *options]
     flags = [*behind, *rest]
     command = [sys.executable, "-m", "jevper.serve", *flags, "--port", PORT, "--log-level", "warning"]
     env = {k: v for k, v in os.environ.items() if k != KEYS_ENV}

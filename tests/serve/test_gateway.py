@@ -327,8 +327,8 @@ def test_messages_with_a_logprob_method_is_refused_at_start_up_naming_both_flags
 @pytest.mark.parametrize(
     ("flags", "named"),
     [
-        (["--pool", "0"], "--pool: expected a whole number of at least 1, got 0"),
-        (["--max-in-flight", "0"], "--max-in-flight: expected a whole number of at least 1, got 0"),
+        (["--concurrency", "0"], "--concurrency: expected a whole number of at least 1, got 0"),
+        (["--limit-concurrency", "0"], "--limit-concurrency: expected a whole number of at least 1, got 0"),
         (["--max-body-bytes", "-1"], "--max-body-bytes: expected a whole number of at least 1, got -1"),
         (["--timeout", "0"], "--timeout: expected a positive number of seconds, got 0.0"),
         (["--extra-body", '{"stream": true}'], "--extra-body (extra_body): expected stream to be absent"),

@@ -30,7 +30,7 @@ HEADERS = {"authorization": f"Bearer {KEY}"}
 @pytest.fixture(scope="module")
 def gateway() -> Iterator[SpawnedServer]:
     """The gateway with --spawn (the embedded llama.cpp, two slots) and a limit of two requests at once."""
-    with spawn_gateway(api_key=KEY, options=("--max-in-flight", "2")) as server:
+    with spawn_gateway(api_key=KEY, options=("--limit-concurrency", "2")) as server:
         yield server
 
 

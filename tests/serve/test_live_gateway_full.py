@@ -85,7 +85,7 @@ def test_the_peer_suite_passes_every_requirement_it_exercises_without_a_key(upst
 @pytest.fixture(scope="module")
 def gateway(upstream: SpawnedServer) -> Iterator[SpawnedServer]:
     """The gateway with its defaults (api and method auto) and a limit of four requests at once."""
-    with behind(upstream, options=("--max-in-flight", "4", *PATIENT)) as server:
+    with behind(upstream, options=("--limit-concurrency", "4", *PATIENT)) as server:
         yield server
 
 
