@@ -1,4 +1,4 @@
-"""`python -m jevper.batch INPUT OUTPUT --questions Q.json --server URL --model M`: the local engine.
+"""`python -m jevper.batch INPUT OUTPUT --questions Q.json --base-url URL=MODEL`: the local engine.
 
 Exit status: 0 when every row was answered, 1 when some rows carry errors, 2 for bad usage or input
 (refused before any request), 3 when no server could be reached (what was done stays, for --resume).
@@ -33,10 +33,23 @@ from jevper.batch._review import checked_threshold, review_path, write_review
 from jevper.models import APIS, METHODS
 from jevper.servers import SpawnedServer
 from jevper.servers.console import outliving_reader
-from jevper.servers.flags import json_object
+from jevper.servers.flags import (
+    API_KEY_HELP,
+    HelpFormatter,
+    Renamed,
+    api_key,
+    json_object,
+    renamed,
+    url_and_model,
+)
+from jevper.servers.llamacpp import BUILDS, DEFAULT_RELEASE
 
 PROG = "python -m jevper.batch"
 DEFAULT_SLOTS = 4
+#: The spellings of the release before the command lines shared one vocabulary.
+RENAMED = (Renamed("--server", "--base-url"), Renamed("--slots", "--concurrency"))
+#: Beside --slots, --concurrency still meant the rows in flight in all, now --limit-concurrency.
+RENAMED_BESIDE_SLOTS = (Renamed("--concurrency", "--limit-concurrency"), *RENAMED)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -44,6 +57,7 @@ def parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Ask every question about every row of INPUT, over one or more servers; write each "
         "row's answers or its error to OUTPUT (Parquet, CSV or JSON Lines, by suffix).",
+        formatter_class=HelpFormatter,
     )
     p.add_argument("input", metavar="INPUT", type=Path, help="a .parquet, .csv or .jsonl file of rows")
     p.add_argument(
@@ -56,34 +70,65 @@ def parser() -> argparse.ArgumentParser:
         help="a JSON file: the System One questions object (question id -> question), or a body holding it",
     )
     p.add_argument(
-        "--server",
+        "--base-url",
         action="append",
         default=[],
-        metavar="URL",
-        help="a server's base URL (ending in /v1); repeat",
+        type=url_and_model,
+        metavar="URL[=MODEL]",
+        help="a server's base URL, ending in /v1, and the model it serves (else --model), split at the "
+        "first '=' as the gateway's --upstream (http://h:8000/v1=meta-llama/Llama-3.1-8B); repeat it for "
+        "several servers (or --spawn; default: none)",
     )
     p.add_argument(
         "--model",
         action="append",
         default=[],
-        help="the model every server serves, or one per --server, in order",
+        help="the model every server serves, or one per --base-url, in order, where --base-url names none "
+        "(default: none)",
     )
     p.add_argument(
-        "--slots",
+        "--api-key",
+        metavar="KEY",
+        help=API_KEY_HELP + "; never written to the output, the logs or --resume's files",
+    )
+    p.add_argument(
+        "--concurrency",
         action="append",
         type=int,
         default=[],
-        help=f"requests in flight per server: one for all or one per --server (default {DEFAULT_SLOTS})",
+        metavar="N",
+        help="requests in flight to each server at once: one for all or one per --base-url, in order "
+        f"(default: {DEFAULT_SLOTS}; with --spawn, the slots it starts with)",
     )
     p.add_argument(
         "--state-column", default="state", help="the column holding each row's state (default: state)"
     )
     p.add_argument("--id-column", default="id", help="the column holding each row's id (default: id)")
     p.add_argument("--keep-columns", action="store_true", help="copy every input column to the output")
-    p.add_argument("--concurrency", type=int, help="rows in flight at once (default: the servers' slots)")
-    p.add_argument("--api", default="auto", choices=APIS)
-    p.add_argument("--method", default="auto", choices=METHODS)
-    p.add_argument("--extra-body", type=json_object, help="a JSON object merged into every request")
+    p.add_argument(
+        "--limit-concurrency",
+        type=int,
+        metavar="N",
+        help="rows in flight at once over all the servers (default: the sum of their --concurrency)",
+    )
+    p.add_argument(
+        "--api",
+        default="auto",
+        choices=APIS,
+        help="the servers' surface the questions are asked on (auto: the first that answers)",
+    )
+    p.add_argument(
+        "--method",
+        default="auto",
+        choices=METHODS,
+        help="how an answer is read (docs/methods.md; auto: the best the surface allows)",
+    )
+    p.add_argument(
+        "--extra-body",
+        type=json_object,
+        metavar="JSON",
+        help="a JSON object merged into every request (default: none)",
+    )
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per request")
     p.add_argument(
         "--max-retries",
@@ -120,7 +165,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--spawn",
         action="store_true",
-        help="start the embedded llama.cpp (SmolLM2) on loopback for a try-out, with --slots slots",
+        help="start the embedded llama.cpp (SmolLM2) on loopback for a try-out, with --concurrency slots",
+    )
+    p.add_argument(
+        "--release",
+        choices=tuple(BUILDS),
+        default=DEFAULT_RELEASE,
+        help="with --spawn: the llama.cpp release to start (as the probe's --spawn --release)",
     )
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help=argparse.SUPPRESS)
     p.add_argument(
@@ -165,27 +216,36 @@ def questions_of(path: Path) -> dict[str, Any]:
 
 
 def servers_of(args: argparse.Namespace, spawned: tuple[str, str] | None) -> list[Server]:
-    urls = list(args.server) + ([spawned[0]] if spawned else [])
+    """Every --base-url (and the server --spawn started) with its model, concurrency and key."""
+    given: list[tuple[str, str | None]] = list(args.base_url)
+    urls = given + ([(spawned[0], None)] if spawned else [])
     if not urls:
-        raise ConfigError("--server: expected at least one server's base URL (or --spawn), got none")
+        raise ConfigError("--base-url: expected at least one server's base URL (or --spawn), got none")
     models = list(args.model) or ([spawned[1]] if spawned else [])
-    if spawned and len(models) == len(args.server):
+    if spawned and len(models) == len(given):
         models.append(spawned[1])
-    if len(models) not in (1, len(urls)):
+    if len(models) not in (0, 1, len(urls)):
         raise ConfigError(
-            f"--model: expected one model for every server or one per --server ({len(urls)}), "
+            f"--model: expected one model for every server or one per --base-url ({len(urls)}), "
             f"got {len(models)}"
         )
-    slots = list(args.slots) or [DEFAULT_SLOTS]
+    slots = list(args.concurrency) or [DEFAULT_SLOTS]
     if len(slots) not in (1, len(urls)):
         raise ConfigError(
-            f"--slots: expected one count for every server or one per --server ({len(urls)}), "
+            f"--concurrency: expected one count for every server or one per --base-url ({len(urls)}), "
             f"got {len(slots)}"
         )
-    return [
-        Server(url.rstrip("/"), models[i if len(models) > 1 else 0], slots[i if len(slots) > 1 else 0])
-        for i, url in enumerate(urls)
-    ]
+    key = api_key(args.api_key)
+    servers = []
+    for i, (url, named) in enumerate(urls):
+        model = named or (models[i if len(models) > 1 else 0] if models else None)
+        if model is None:
+            raise ConfigError(
+                f"--base-url {url}: expected a model, got none; write --base-url {url}=MODEL, or give "
+                "--model for every server that names none"
+            )
+        servers.append(Server(url.rstrip("/"), model, slots[i if len(slots) > 1 else 0], api_key=key))
+    return servers
 
 
 @contextlib.contextmanager
@@ -195,13 +255,20 @@ def _spawned(args: argparse.Namespace) -> Iterator[SpawnedServer | None]:
         return
     from jevper.servers.llamacpp import slot_args, spawn_llamacpp
 
-    slots = (args.slots or [DEFAULT_SLOTS])[-1]
-    with spawn_llamacpp(extra_args=slot_args(slots)) as server:
+    slots = (args.concurrency or [DEFAULT_SLOTS])[-1]
+    build = BUILDS[args.release]()
+    with spawn_llamacpp(build=build, api_key=api_key(args.api_key), extra_args=slot_args(slots)) as server:
         yield server
 
 
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """The options, old spellings read as the new ones (each with a warning on stderr)."""
+    beside_slots = any(arg.partition("=")[0] == "--slots" for arg in argv)
+    return parser().parse_args(renamed(PROG, argv, RENAMED_BESIDE_SLOTS if beside_slots else RENAMED))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parse(sys.argv[1:] if argv is None else argv)
     # A reader that has gone (``| head``, a parent killed) costs the lines, not the run: the exit status
     # still says how the rows went, and no traceback follows.
     with outliving_reader():
@@ -245,7 +312,7 @@ def _main(args: argparse.Namespace) -> int:
                 id_column=args.id_column,
                 state_column=args.state_column,
                 keep_columns=args.keep_columns,
-                concurrency=args.concurrency,
+                concurrency=args.limit_concurrency,
                 api=args.api,
                 method=args.method,
                 extra_body=args.extra_body,
@@ -298,7 +365,7 @@ def _on_engine(args: argparse.Namespace, asked: dict[str, Any], classifier: Batc
         "id_column": args.id_column,
         "state_column": args.state_column,
         "keep_columns": args.keep_columns,
-        "concurrency": args.concurrency,
+        "concurrency": args.limit_concurrency,
         **classifier.client_options,
         "max_retries": args.max_retries,
         "patience": args.patience,

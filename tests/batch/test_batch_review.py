@@ -102,7 +102,7 @@ def run(tmp_path: Path, server: str, *more: str) -> int:
     if not rows.exists():
         states = [f"ticket {i}" if i != 2 else "bad \ud800" for i in range(6)]
         rows.write_text("".join(json.dumps({"id": i, "state": s}) + "\n" for i, s in enumerate(states)))
-    argv = [str(rows), str(tmp_path / "out.csv"), "--questions", str(questions), "--server", server,
+    argv = [str(rows), str(tmp_path / "out.csv"), "--questions", str(questions), "--base-url", server,
             "--model", "fault-model", "--api", "systemone", *more]  # fmt: skip
     return main(argv)
 

@@ -318,7 +318,7 @@ def test_the_command_line_runs_the_same_input_on_each_engine(
     states[4] = ""
     source.write_text("".join(json.dumps({"id": i, "state": s}) + "\n" for i, s in enumerate(states)))
     questions.write_text(json.dumps(QUESTION))
-    common = ["--questions", str(questions), "--server", faults.base_url(), "--model", faults.model]
+    common = ["--questions", str(questions), "--base-url", faults.base_url(), "--model", faults.model]
     common += ["--api", "chat_completions"]
     outputs = {}
     for name in ("local", engine):

@@ -287,7 +287,8 @@ def _engine(scratch: Path, rows: int, url: str, model: str) -> dict[str, Any]:
     out = scratch / f"out-{rows}-{time.monotonic_ns()}.parquet"
     result = _process(
         ENGINE, str(scratch / f"in-{rows}.parquet"), str(out), "--questions", str(scratch / "q.json"),
-        "--server", url, "--model", model, "--api", "systemone", "--slots", str(CONCURRENCY), "--no-progress",
+        "--base-url", url, "--model", model, "--api", "systemone", "--concurrency", str(CONCURRENCY),
+        "--no-progress",
     )  # fmt: skip
     if result["status"] != 0:
         raise RuntimeError(f"the engine exited {result['status']}")

@@ -59,9 +59,9 @@ def test_the_client_the_batch_and_the_gateway_give_the_same_calibrated_answers_a
     rows = labelled()
     fitted = table(tmp_path / "tickets.csv", rows[:FIT_ROWS])
     out = tmp_path / "fit"
-    bound = ["--server-kind", llamacpp.server, "--server-release", llamacpp.version,
-             "--method", HOW["method"], "--surface", HOW["api"], "--model", llamacpp.model]  # fmt: skip
-    argv = [str(fitted), "--questions", str(QUESTIONS), "--server", llamacpp.base_url, "--out", str(out)]
+    bound = ["--server", llamacpp.server, "--release", llamacpp.version,
+             "--method", HOW["method"], "--api", HOW["api"], "--model", llamacpp.model]  # fmt: skip
+    argv = [str(fitted), "--questions", str(QUESTIONS), "--base-url", llamacpp.base_url, "--out", str(out)]
     assert evaluate([*argv, "--fit", "--folds", "3", *bound]) == 0
     path = out / "calibration.json"
     calibration = Calibration.load(path)
@@ -81,8 +81,8 @@ def test_the_client_the_batch_and_the_gateway_give_the_same_calibrated_answers_a
     # The batch, with its own --calibration.
     states = table(tmp_path / "asked.csv", asked)
     output = tmp_path / "asked.out.parquet"
-    flags = ["--questions", str(QUESTIONS), "--server", llamacpp.base_url, "--model", llamacpp.model,
-             "--api", HOW["api"], "--method", HOW["method"], "--slots", "1"]  # fmt: skip
+    flags = ["--questions", str(QUESTIONS), "--base-url", llamacpp.base_url, "--model", llamacpp.model,
+             "--api", HOW["api"], "--method", HOW["method"], "--concurrency", "1"]  # fmt: skip
     assert batch([str(states), str(output), *flags, "--calibration", str(path)]) == 0
     by_batch = {str(r["id"]): r for r in pq.read_table(output).to_pylist()}
 

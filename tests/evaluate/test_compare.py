@@ -46,7 +46,7 @@ def test_two_settings_are_each_evaluated_in_a_folder_of_their_own_and_tabled_sid
         str(tickets),
         "--questions",
         str(QUESTIONS),
-        "--server",
+        "--base-url",
         faults.base_url(),
         "--model",
         faults.model,

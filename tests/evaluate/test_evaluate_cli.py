@@ -15,11 +15,11 @@ from jevper.evaluate import Binding, Calibration, prompt_digest, rotated
 from jevper.evaluate.cli import main
 
 BINDING = [
-    "--server-kind", "llamacpp",
-    "--server-release", "b11549",
+    "--server", "llamacpp",
+    "--release", "b11549",
     "--model", "qwen2.5-coder-1.5b",
     "--method", "logprobs",
-    "--surface", "chat_completions",
+    "--api", "chat_completions",
 ]  # fmt: skip
 
 
@@ -171,7 +171,7 @@ def test_fit_without_saying_what_the_answers_came_from_is_refused(
 ) -> None:
     assert run(TICKETS, answered(tmp_path, ".csv"), tmp_path / "out", "--fit", "--model", "m") == 2
     said = capsys.readouterr().err
-    assert "--fit: expected what the answers came from" in said and "'--server-kind'" in said
+    assert "--fit: expected what the answers came from" in said and "'--server'" in said
     assert "'--model'" not in said
 
 

@@ -34,13 +34,13 @@ def test_evaluate_asks_the_server_fits_a_bound_calibration_and_refuses_it_for_an
         str(table),
         "--questions",
         str(QUESTIONS),
-        "--server",
+        "--base-url",
         llamacpp.base_url,
         "--model",
         llamacpp.model,
     ]
-    bound = ["--server-kind", "llamacpp", "--server-release", "b11549", "--method", "grammar",
-             "--surface", "chat_completions"]  # fmt: skip
+    bound = ["--server", "llamacpp", "--release", "b11549", "--method", "grammar",
+             "--api", "chat_completions"]  # fmt: skip
     assert main([*argv, "--out", str(out), "--fit", "--folds", "3", "--content-free", *bound]) == 0
     figures = json.loads((out / "metrics.json").read_text())["questions"]
     for qid, q in figures.items():

@@ -25,7 +25,7 @@ def test_asking_a_server_keeps_its_answers_and_gives_the_figures_they_give_again
 ) -> None:
     out = tmp_path / "asked"
     common = [str(TICKETS), "--questions", str(QUESTIONS)]
-    assert main([*common, "--server", faults.base_url(), "--model", faults.model, "--out", str(out)]) == 0
+    assert main([*common, "--base-url", faults.base_url(), "--model", faults.model, "--out", str(out)]) == 0
     assert (out / "answers.parquet").is_file() and not list(out.glob("*.partial"))
     asked = json.loads((out / "metrics.json").read_text())
     for q in asked["questions"].values():
@@ -42,7 +42,7 @@ def test_labels_that_cannot_be_scored_are_refused_before_any_request(
     table = tmp_path / "tickets.jsonl"
     table.write_text("".join(json.dumps({**row, "team": "sales"}) + "\n" for row in rows))
     before = len(faults.log)
-    argv = [str(table), "--questions", str(QUESTIONS), "--server", faults.base_url(), "--model", faults.model]
+    argv = [str(table), "--questions", str(QUESTIONS), "--base-url", f"{faults.base_url()}={faults.model}"]
     assert main([*argv, "--out", str(tmp_path / "out")]) == 2
     assert "column 'team': expected one of the options" in capsys.readouterr().err
     assert len(faults.log) == before
@@ -56,7 +56,7 @@ def test_rotations_ask_each_choice_again_under_every_rotation_and_give_its_posit
         str(TICKETS),
         "--questions",
         str(QUESTIONS),
-        "--server",
+        "--base-url",
         faults.base_url(),
         "--model",
         faults.model,
@@ -77,7 +77,7 @@ def test_rotations_ask_each_choice_again_under_every_rotation_and_give_its_posit
 def test_rotations_without_a_server_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = [str(TICKETS), "--questions", str(QUESTIONS), "--answers", str(TICKETS), "--rotations"]
     assert main([*argv, "--out", str(tmp_path / "out")]) == 2
-    assert "--rotations: expected --server" in capsys.readouterr().err
+    assert "--rotations: expected --base-url" in capsys.readouterr().err
 
 
 def test_content_free_asks_the_content_free_states_and_tries_their_prior(
@@ -88,12 +88,12 @@ def test_content_free_asks_the_content_free_states_and_tries_their_prior(
         str(TICKETS),
         "--questions",
         str(QUESTIONS),
-        "--server",
+        "--base-url",
         faults.base_url(),
         "--model",
         faults.model,
     ]
-    bound = ["--server-kind", "fault", "--server-release", "0", "--method", "auto", "--surface", "auto"]
+    bound = ["--server", "fault", "--release", "0", "--method", "auto", "--api", "auto"]
     assert main([*argv, "--out", str(out), "--content-free", "--fit", *bound]) == 0
     states = [json.loads(line)["state"] for line in (out / "content-free.jsonl").read_text().splitlines()]
     assert states == ["N/A", "[MASK]"] and (out / "content-free.answers.parquet").is_file()

@@ -21,8 +21,8 @@ def spawn(out: Path, *extra: str) -> int:
     [
         (["--model", "gpt-5"], "--spawn --model: expected one of ('smollm2', 'qwen2.5-coder-0.5b', "),
         (["--model", "smollm2", "--model", "qwen2.5-coder-0.5b"], "--spawn --model: expected one of"),
-        (["--server-release", "b10434"], "--server-release: expected b11549 with --spawn, got b10434"),
-        (["--server-kind", "vllm"], "--server-kind: expected llamacpp with --spawn, got vllm"),
+        (["--release", "b9999"], "--release: expected one of ('b11549', 'b11434', 'b10434') with --spawn"),
+        (["--server", "vllm"], "--server: expected llamacpp with --spawn, got vllm"),
     ],
 )
 def test_a_spawn_of_what_the_embedded_server_cannot_serve_is_refused_before_it_starts(
@@ -35,4 +35,4 @@ def test_a_spawn_of_what_the_embedded_server_cannot_serve_is_refused_before_it_s
 
 def test_spawn_and_server_are_one_choice(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
-        spawn(tmp_path / "out", "--server", "http://127.0.0.1:9/v1")
+        spawn(tmp_path / "out", "--base-url", "http://127.0.0.1:9/v1")

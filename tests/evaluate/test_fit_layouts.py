@@ -15,8 +15,8 @@ def test_fit_writes_each_questions_own_layout_digest_beside_the_whole_one(tmp_pa
     rows = labelled()
     table = write(tmp_path / "answers.csv", [r["id"] for r in rows], answers(rows))
     out = tmp_path / "out"
-    bound = ["--server-kind", "llamacpp", "--server-release", "b11549", "--model", "m", "--method", "grammar",
-             "--surface", "chat_completions"]  # fmt: skip
+    bound = ["--server", "llamacpp", "--release", "b11549", "--model", "m", "--method", "grammar",
+             "--api", "chat_completions"]  # fmt: skip
     argv = [str(TICKETS), "--questions", str(QUESTIONS), "--answers", str(table), "--out", str(out), "--fit"]
     assert main([*argv, *bound]) == 0
     calibration = Calibration.load(out / "calibration.json")

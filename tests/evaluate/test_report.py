@@ -51,8 +51,8 @@ def page(tmp_path: Path, *extra: str) -> Page:
 
 
 def test_the_report_draws_one_reliability_diagram_and_one_coverage_curve_per_question(tmp_path: Path) -> None:
-    parsed = page(tmp_path, "--fit", "--server-kind", "k", "--server-release", "r", "--model", "m",
-                  "--method", "logprobs", "--surface", "chat_completions")  # fmt: skip
+    parsed = page(tmp_path, "--fit", "--server", "k", "--release", "r", "--model", "m",
+                  "--method", "logprobs", "--api", "chat_completions")  # fmt: skip
     questions = len(json.loads(QUESTIONS.read_text()))
     assert parsed.svgs.count("reliability") == questions
     assert parsed.svgs.count("coverage") == questions

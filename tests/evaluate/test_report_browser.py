@@ -31,8 +31,8 @@ CHROMEDRIVER = os.environ.get("JEVPER_CHROMEDRIVER", "/usr/bin/chromedriver")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--window-size=1280,1000")  # fmt: skip
 WAIT_S = 5
-BINDING = ["--server-kind", "llamacpp", "--server-release", "b11549", "--model", "m", "--method", "logprobs",
-           "--surface", "chat_completions"]  # fmt: skip
+BINDING = ["--server", "llamacpp", "--release", "b11549", "--model", "m", "--method", "logprobs",
+           "--api", "chat_completions"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
