@@ -23,6 +23,7 @@ from jevper.probe.recording import UNANSWERED, Layout, MergeError, ProbeResult, 
 from jevper.probe.runner import Sent
 from jevper.servers import SpawnedServer, SpawnError, load_spawner
 from jevper.servers.console import outliving_reader
+from jevper.servers.flags import API_KEY_HELP, HelpFormatter, api_key, url_and_model
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -57,10 +58,22 @@ def _no_match(args: argparse.Namespace, catalogue: Catalogue) -> bool:
 
 
 def record_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--server", choices=sorted(load_presets()), required=True, help="server kind")
-    parser.add_argument("--base-url", help="override the preset's base URL (ends in /v1)")
-    parser.add_argument("--model", help="override the preset's model id")
-    parser.add_argument("--api-key", help="sent as a bearer token and x-api-key (default: $JEVPER_API_KEY)")
+    parser.add_argument(
+        "--server", choices=sorted(load_presets()), required=True, help="the server's kind (its preset)"
+    )
+    parser.add_argument(
+        "--base-url",
+        type=url_and_model,
+        metavar="URL[=MODEL]",
+        help="the server's base URL, ending in /v1, and the model to ask (else --model), split at the first "
+        "'=' as the gateway's --upstream (default: the preset's)",
+    )
+    parser.add_argument("--model", help="the model id to ask (default: the preset's)")
+    parser.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help=API_KEY_HELP.replace("as a bearer token", "as a bearer token and x-api-key"),
+    )
     parser.add_argument("--only", action="append", metavar="GLOB", help="probe ids to run (repeatable)")
     parser.add_argument(
         "--out", type=Path, help="write fixtures/<key>/ and reports/ here (default: the repository)"
@@ -83,7 +96,8 @@ def run_record(args: argparse.Namespace, argv: Sequence[str]) -> int:
     catalogue = _catalogue(args)
     if _no_match(args, catalogue):
         return EXIT_USAGE
-    preset = get_preset(args.server).with_overrides(base_url=args.base_url, model=args.model)
+    url, named = args.base_url or (None, None)
+    preset = get_preset(args.server).with_overrides(base_url=url, model=named or args.model)
     if args.dry_run:
         from jevper.probe.compose import requests_for
 
@@ -91,14 +105,14 @@ def run_record(args: argparse.Namespace, argv: Sequence[str]) -> int:
             for request in requests_for(probe, catalogue, preset):
                 print(f"# {probe.id} -> {preset.base_url}{request.path}\n{request.describe()}\n")
         return EXIT_OK
-    api_key = args.api_key or os.environ.get("JEVPER_API_KEY") or None
+    key = api_key(args.api_key)
     layout = _layout(args)
     try:
         checks = ci.Checks.prepare(args, layout, catalogue)
     except ci.BaselineError as exc:
         print(f"{exc}; nothing was run", file=sys.stderr)
         return EXIT_USAGE
-    run = _Run(args, catalogue, layout, api_key, command_line(argv, api_key), checks)
+    run = _Run(args, catalogue, layout, key, command_line(argv, key), checks)
     try:
         if not args.spawn:
             return run.probe(preset, None)
@@ -106,8 +120,10 @@ def run_record(args: argparse.Namespace, argv: Sequence[str]) -> int:
             startable = sorted(p.name for p in load_presets().values() if p.spawner)
             print(f"--spawn knows {startable}, not {args.server!r}", file=sys.stderr)
             return EXIT_USAGE
-        with load_spawner(preset.spawner, preset.name).start(args, api_key) as server:
-            spawned = preset.with_overrides(base_url=server.base_url, model=args.model or server.model)
+        with load_spawner(preset.spawner, preset.name).start(args, key) as server:
+            spawned = preset.with_overrides(
+                base_url=server.base_url, model=named or args.model or server.model
+            )
             return run.probe(spawned, server)
     except SpawnError as exc:
         print(f"could not start the server: {exc}", file=sys.stderr)
@@ -353,10 +369,16 @@ def build_parser() -> argparse.ArgumentParser:
         description=f"Send the catalogue's {len(catalogue)} probes ({canonical} canonical) to a server, "
         "record the answers as cassettes, and render capability matrices. A command line that starts "
         "with an option is `record`.",
+        formatter_class=HelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (summary, arguments, handler) in COMMANDS.items():
-        sub = commands.add_parser(name, help=summary, description=summary[:1].upper() + summary[1:] + ".")
+        sub = commands.add_parser(
+            name,
+            help=summary,
+            description=summary[:1].upper() + summary[1:] + ".",
+            formatter_class=HelpFormatter,
+        )
         arguments(sub)
         sub.set_defaults(handler=handler)
     return parser
