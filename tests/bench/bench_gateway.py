@@ -137,7 +137,7 @@ async def _throughput(upstream: str, gateway: str) -> tuple[float, float]:
     return min(runs["gateway"]), min(runs["direct"])
 
 
-#: Side by side: requests of three questions, four at a time (the gateways' --max-in-flight), in short
+#: Side by side: requests of three questions, four at a time (the gateways' --limit-concurrency), in short
 #: rounds that alternate (the machine is shared: a neighbour's load falls on every side alike).
 ROUND, AT_ONCE, CYCLES, CALLO_EVERY = 8, 4, 25, 3
 #: Then the gateway with its defaults alone at its limit this long, its resident memory read meanwhile.
@@ -271,7 +271,7 @@ class Memory:
 
 def _side_by_side() -> tuple[Side, Side, Side, Memory]:
     # A timeout no loaded machine reaches: a slow answer is counted in the rate, never as a 504.
-    gateway_flags = ("--max-in-flight", str(AT_ONCE), "--timeout", "300")
+    gateway_flags = ("--limit-concurrency", str(AT_ONCE), "--timeout", "300")
     best_flags = ("--method", "grammar", *gateway_flags)
     with (
         spawn_llamacpp(extra_args=(*CALLO_UPSTREAM, *ONE_THREAD)) as up_defaults,
@@ -296,7 +296,7 @@ def _side_by_side() -> tuple[Side, Side, Side, Memory]:
                 if side is defaults and not warm_at:
                     warm_at = sampler.mark()
         at_limit = defaults.seconds
-        print(f"    defaults alone at --max-in-flight {AT_ONCE} for {MEMORY_S:.0f} s ...", flush=True)
+        print(f"    defaults alone at --limit-concurrency {AT_ONCE} for {MEMORY_S:.0f} s ...", flush=True)
         statuses: Counter[int] = Counter()
         began = time.perf_counter()
         sent = asyncio.run(_post_all(defaults.root, 10**6, None, began + MEMORY_S, statuses))
@@ -322,9 +322,9 @@ def run() -> Section:
         "chat_completions",
         "--method",
         "grammar",
-        "--pool",
+        "--concurrency",
         str(SLOTS),
-        "--max-in-flight",
+        "--limit-concurrency",
         "64",
         "--timeout",
         "300",
@@ -374,7 +374,7 @@ def run() -> Section:
                 ratio >= MIN_THROUGHPUT,
                 load,
                 f"{questions} questions in {REQUESTS} requests: {questions / gateway_s:.1f} questions/s "
-                f"through the gateway (--pool {SLOTS}), {questions / direct_s:.1f} directly "
+                f"through the gateway (--concurrency {SLOTS}), {questions / direct_s:.1f} directly "
                 f"(max_concurrency={SLOTS}); the faster of two runs each",
             ),
             Figure(
@@ -415,7 +415,7 @@ def run() -> Section:
                 growth <= MAX_GROWTH_MIB,
                 side_load,
                 f"start {start:.1f} MiB (after its first round of {ROUND}), end {end:.1f} MiB, peak "
-                f"{peak:.1f} MiB, growth {growth:+.1f} MiB; {memory.seconds:.0f} s at --max-in-flight "
+                f"{peak:.1f} MiB, growth {growth:+.1f} MiB; {memory.seconds:.0f} s at --limit-concurrency "
                 f"{AT_ONCE} with {AT_ONCE} at a time, {defaults.answered + memory.requests} requests; "
                 f"{len(memory.samples)} samples every {SAMPLE_S:g} s (from {every[0]:.1f} MiB at start-up)",
             ),
@@ -428,7 +428,8 @@ def run() -> Section:
             "Side by side: three identical llama.cpp b11549 servers "
             f"({' '.join((*CALLO_UPSTREAM, *ONE_THREAD))}, "
             "SmolLM2-135M), one behind each side: the gateway with its defaults, the gateway with "
-            f"`--api chat_completions --method grammar` (both `--pool 2 --max-in-flight {AT_ONCE}`), and "
+            f"`--api chat_completions --method grammar` (both `--concurrency 2 --limit-concurrency "
+            f"{AT_ONCE}`), and "
             f"callo (`--s1-slots 1`, its own environment). Rounds of {ROUND} requests of three questions "
             f"(a choice, a noul, a score), {AT_ONCE} at a time; {CYCLES} cycles, each a round of the "
             f"defaults and of the best setting (and of callo every {CALLO_EVERY}rd), in rotating order; a "
