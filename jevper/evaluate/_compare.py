@@ -1,7 +1,7 @@
 """``--compare``: the same labelled rows under several settings, side by side.
 
-A setting is written ``key=value,...`` with the keys ``name``, ``server``, ``model``, ``method`` and
-``api``; ``server=spawn`` starts the embedded llama.cpp serving ``model``. A key left out takes the
+A setting is written ``key=value,...`` with the keys ``name``, ``base-url``, ``model``, ``method`` and
+``api``; ``base-url=spawn`` starts the embedded llama.cpp serving ``model``. A key left out takes the
 value of the command line's own flag. Each setting's evaluation is written to a folder of its own; the
 comparison (``DIR/metrics.json``, kind ``jevper.comparison``) holds, per setting, each question's
 accuracy and ECE before (and held out after, with ``--fit``), the requests sent and the seconds spent
@@ -19,7 +19,7 @@ from typing import Any
 from jevper import ConfigError
 
 COMPARISON_VERSION = 1
-KEYS = ("name", "server", "model", "method", "api")
+KEYS = ("name", "base-url", "model", "method", "api")
 SPAWN = "spawn"
 _STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; }
@@ -35,7 +35,7 @@ class Setting:
 
     text: str
     name: str
-    server: str | None = None  # a base URL, or SPAWN
+    base_url: str | None = None  # a base URL, or SPAWN
     model: str | None = None
     method: str | None = None
     api: str | None = None
@@ -61,7 +61,7 @@ def parse_setting(text: str) -> Setting:
             raise ConfigError(f"--compare {text!r}: expected each key once, got {key!r} twice")
         given[key] = value
     name = given.pop("name", text)
-    return Setting(text=text, name=name, **given)
+    return Setting(text=text, name=name, **{k.replace("-", "_"): v for k, v in given.items()})
 
 
 def check_settings(settings: Sequence[Setting]) -> None:
@@ -81,7 +81,7 @@ class Compared:
     """One setting's run: what was asked, how much it cost, and its evaluation's metrics."""
 
     setting: Setting
-    asked: Mapping[str, str]  # server, model, method, api as run
+    asked: Mapping[str, str]  # base_url, model, method, api as run
     rows: int
     requests: int
     seconds: float

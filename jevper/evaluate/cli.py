@@ -109,7 +109,7 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="SETTING",
-        help="evaluate the rows under this setting too, key=value pairs separated by commas: name, server "
+        help="evaluate the rows under this setting, key=value pairs separated by commas: name, base-url "
         "(a URL, or spawn), model, method, api; a key left out takes its flag's value. Repeat for each "
         "setting (two or more): each goes to DIR/settings/<name>/, and DIR/metrics.json and report.html "
         "compare accuracy, ECE, requests and seconds",
@@ -326,7 +326,7 @@ def _compare(args: argparse.Namespace) -> int:
         for qid, q in done.metrics["questions"].items():
             print(f"  {_line(qid, q)}", flush=True)
         asked = {
-            "server": SPAWN if sub.spawn else ", ".join(sub.server),
+            "base_url": SPAWN if sub.spawn else ", ".join(sub.server),
             "model": ", ".join(sub.model) or "-",
             "method": sub.method or "auto",
             "api": sub.surface or "auto",
@@ -347,10 +347,10 @@ def _under(args: argparse.Namespace, setting: Setting) -> argparse.Namespace:
     sub = argparse.Namespace(**vars(args))
     sub.out = args.out / "settings" / setting.folder
     sub.model = list(args.model)
-    if setting.server == SPAWN:
+    if setting.base_url == SPAWN:
         sub.spawn, sub.server = True, None
-    elif setting.server is not None:
-        sub.spawn, sub.server = False, [setting.server]
+    elif setting.base_url is not None:
+        sub.spawn, sub.server = False, [setting.base_url]
     if setting.model is not None:
         sub.model = [setting.model]
     sub.method = setting.method or args.method

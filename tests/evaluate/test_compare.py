@@ -57,7 +57,7 @@ def test_two_settings_are_each_evaluated_in_a_folder_of_their_own_and_tabled_sid
     assert (doc["kind"], doc["version"]) == ("jevper.comparison", 1)
     assert [s["name"] for s in doc["settings"]] == ["chat", "responses"]
     chat, responses = doc["settings"]
-    assert chat["asked"] == {"server": faults.base_url(), "model": faults.model, "method": "logprobs",
+    assert chat["asked"] == {"base_url": faults.base_url(), "model": faults.model, "method": "logprobs",
                              "api": "chat_completions"}  # fmt: skip
     assert responses["asked"]["api"] == "responses" and responses["asked"]["method"] == "auto"
     for s in doc["settings"]:
@@ -80,11 +80,11 @@ def test_two_settings_are_each_evaluated_in_a_folder_of_their_own_and_tabled_sid
 
 
 def test_a_setting_that_spawns_takes_the_spawned_server_in_place_of_the_urls(tmp_path: Path) -> None:
-    setting = parse_setting("server=spawn,model=qwen2.5-coder-0.5b")
-    assert setting == Setting(text="server=spawn,model=qwen2.5-coder-0.5b",
-                              name="server=spawn,model=qwen2.5-coder-0.5b",
-                              server="spawn", model="qwen2.5-coder-0.5b")  # fmt: skip
-    assert setting.folder == "server-spawn-model-qwen2.5-coder-0.5b"
+    setting = parse_setting("base-url=spawn,model=qwen2.5-coder-0.5b")
+    assert setting == Setting(text="base-url=spawn,model=qwen2.5-coder-0.5b",
+                              name="base-url=spawn,model=qwen2.5-coder-0.5b",
+                              base_url="spawn", model="qwen2.5-coder-0.5b")  # fmt: skip
+    assert setting.folder == "base-url-spawn-model-qwen2.5-coder-0.5b"
 
 
 @pytest.mark.parametrize(
