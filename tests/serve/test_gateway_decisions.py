@@ -8,6 +8,7 @@ answers every refusal in OpenAI's error envelope, a bad request as a 400 naming 
 from __future__ import annotations
 
 import json
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 from openai.types import Decision
 from starlette.testclient import TestClient
 
+from jevper import AsyncSystemOneClient
 from jevper.serve import GatewayConfig, create_app
 from jevper.testing.bodies import chat_label
 from jevper.testing.faults import FaultServer, running
@@ -259,3 +261,27 @@ def test_the_metrics_count_a_decisions_answer_by_type(app: TestClient) -> None:
 def test_an_unknown_path_names_the_decisions_route(app: TestClient) -> None:
     reply = app.post("/v1/decision", content=json.dumps(VALID), headers=AUTH)
     assert reply.status_code == 404 and "POST /v1/decisions" in reply.text
+
+
+class _Broken:
+    """An upstream SDK whose every call fails in a way nobody anticipated."""
+
+    def __init__(self) -> None:
+        async def create(**_: Any) -> Any:
+            raise ZeroDivisionError("an error nobody anticipated")
+
+        self.chat = types.SimpleNamespace(completions=types.SimpleNamespace(create=create))
+
+
+def test_an_unexpected_error_is_a_500_in_openais_envelope_naming_the_request_id(
+    upstream: FaultServer,
+) -> None:
+    config = GatewayConfig(upstream=upstream.base_url(), model="smollm2", api="chat_completions")
+    client = AsyncSystemOneClient(_Broken(), model="smollm2", api="chat_completions")
+    with TestClient(create_app(config, client), raise_server_exceptions=True) as app:
+        reply = app.post("/v1/decisions", json=VALID)
+        assert app.get("/health").json()["in_flight"] == 0
+    assert reply.status_code == 500
+    error = error_of(reply)
+    assert (error["type"], error["code"]) == ("server_error", "internal_error")
+    assert f"request {reply.headers['x-request-id']}" in error["message"]
