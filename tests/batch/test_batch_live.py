@@ -153,8 +153,9 @@ def test_spawn_runs_a_file_through_the_embedded_server(tmp_path: Path) -> None:
         for i, text in enumerate(TICKETS[:3]):
             f.write(json.dumps({"id": f"t{i}", "state": text}) + "\n")
     command = [sys.executable, "-m", "jevper.batch", "in.jsonl", "out.parquet", "--questions", "q.json"]
+    spawn = ["--spawn", "--release", "b11549", "--concurrency", "2"]
     done = subprocess.run(
-        [*command, "--spawn", "--concurrency", "2", "--api", "chat_completions", "--timeout", str(TIMEOUT)],
+        [*command, *spawn, "--api", "chat_completions", "--timeout", str(TIMEOUT)],
         cwd=tmp_path,
         capture_output=True,
         text=True,
