@@ -175,6 +175,7 @@ def parser() -> argparse.ArgumentParser:
     binding.add_argument(
         "--release",
         dest="server_release",
+        metavar="RELEASE",
         help="the server's release, e.g. b11549 (default: none; with --spawn, the release it starts, "
         f"one of {', '.join(BUILDS)}, else {DEFAULT_RELEASE})",
     )
@@ -190,6 +191,7 @@ def parser() -> argparse.ArgumentParser:
     binding.add_argument(
         "--api",
         dest="surface",
+        metavar="API",
         help="the prompt surface, as the batch's --api (default: none; asked: auto)",
     )
     return p
