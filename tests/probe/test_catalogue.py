@@ -279,20 +279,8 @@ def test_listing_into_a_reader_that_stops_early_ends_quietly() -> None:
 def test_the_probes_base_url_names_the_model_split_at_the_first_equals_sign(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert (
-        main(
-            [
-                "--server",
-                "vllm",
-                "--dry-run",
-                "--only",
-                "chat-logprobs",
-                "--base-url",
-                "http://h:1/v1=org/m=x",
-            ]
-        )
-        == 0
-    )
+    url = ["--base-url", "http://h:1/v1=org/m=x"]
+    assert main(["--server", "vllm", "--dry-run", "--only", "chat-logprobs", *url]) == 0
     said = capsys.readouterr().out
     assert "# chat-logprobs -> http://h:1/v1/chat/completions" in said
     assert '"model": "org/m=x"' in said
