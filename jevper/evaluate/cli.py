@@ -315,7 +315,9 @@ def _status(done: _Done) -> int:
 def _compare(args: argparse.Namespace) -> int:
     """Each --compare setting evaluated in DIR/settings/<name>/, then the table of them all."""
     if args.answers:
-        raise ConfigError("--compare: expected --server or --spawn to ask under each setting, got --answers")
+        raise ConfigError(
+            "--compare: expected --base-url or --spawn to ask under each setting, got --answers"
+        )
     settings = [parse_setting(text) for text in args.compare]
     check_settings(settings)
     rows = len(read_table(args.labelled, args.id_column, "LABELLED").rows)

@@ -113,6 +113,6 @@ def test_compare_over_answers_already_written_is_refused(
 ) -> None:
     argv = [str(TICKETS), "--questions", str(QUESTIONS), "--answers", str(TICKETS), "--out", str(tmp_path)]
     assert main([*argv, "--compare", "name=a", "--compare", "name=b"]) == 2
-    assert "--compare: expected --server or --spawn to ask under each setting, got --answers" in (
+    assert "--compare: expected --base-url or --spawn to ask under each setting, got --answers" in (
         capsys.readouterr().err
     )
