@@ -6,13 +6,13 @@
   over the instant server (its own process) answering with the body recorded from llama.cpp b10434.
   Pairs alternate which side goes first; the figure is the median of the paired differences.
 - Throughput at the upstream's slot count: the embedded llama.cpp with 4 slots; 16 requests of 4
-  questions each, all at once, through the gateway (`--pool 4`) against the same 16 calls of one
+  questions each, all at once, through the gateway (`--concurrency 4`) against the same 16 calls of one
   async client (`max_concurrency=4`) made directly. The faster of two alternating runs is kept.
 - Defaults against the best explicit setting and callo, side by side: three identical llama.cpp
   servers (callo's recipe: two slots of 4,096 tokens, /slots and /props), one behind the gateway with
   its defaults (no --api, no --method), one behind it with `--api chat_completions --method grammar`,
   one behind callo 0.3.1. Requests of three questions (a choice, a noul, a score), four at a time (the
-  gateways' --max-in-flight), in short alternating rounds; the gateway with defaults answers 200 of
+  gateways' --limit-concurrency), in short alternating rounds; the gateway with defaults answers 200 of
   them, counted for 5xx, then runs alone at its limit for three minutes while its resident memory is
   read every half second (start after its first round, end, peak).
 """
