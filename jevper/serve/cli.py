@@ -31,8 +31,9 @@ RENAMED = (Renamed("--pool", "--concurrency"), Renamed("--max-in-flight", "--lim
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG,
-        description="Serve POST /v1/systemone (TypeSafe's System One API) in front of any OpenAI-style "
-        "server: the questions are answered by jevper over the upstream's own surface.",
+        description="Serve POST /v1/systemone (TypeSafe's System One API) and POST /v1/decisions (OpenAI's "
+        "Decisions API) in front of any OpenAI-style server: the questions are answered by jevper over the "
+        "upstream's own surface.",
         formatter_class=HelpFormatter,
     )
     p.add_argument(
@@ -245,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = replace(checked, upstream=upstream, model=model)
         behind = ", ".join(f"{m} at {u}" for u, m in config.upstreams)
         print(
-            f"jevper.serve: POST http://{args.host}:{args.port}/v1/systemone -> {behind} "
+            f"jevper.serve: POST http://{args.host}:{args.port}/v1/systemone and /v1/decisions -> {behind} "
             f"({args.api}, concurrency {args.concurrency} each, {len(keys)} key(s))",
             file=sys.stderr,
             flush=True,
