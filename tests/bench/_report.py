@@ -23,7 +23,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "reports" / "performance.json"
 REPORT = ROOT / "reports" / "performance.md"
-ORDER = ("client", "throughput", "cache", "probe", "suite", "gateway", "batch", "engines")
+ORDER = ("client", "throughput", "cache", "probe", "suite", "gateway", "batch", "engines", "calibration")
 
 
 def load_average() -> list[float]:

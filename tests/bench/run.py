@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import bench_batch
 import bench_cache
+import bench_calibration
 import bench_client
 import bench_engines
 import bench_gateway
@@ -32,6 +33,7 @@ BENCHES: dict[str, Callable[[], Section]] = {
     "gateway": bench_gateway.run,
     "batch": bench_batch.run,
     "engines": bench_engines.run,
+    "calibration": bench_calibration.run,
 }
 
 

@@ -1,0 +1,393 @@
+"""The evaluation and its calibration on real models: the project's labelled tickets, 5-fold held out.
+
+For each model the embedded llama.cpp b11549 serves (SmolLM2-135M, and Qwen2.5-Coder-0.5B and -1.5B,
+fetched on first use), started with two slots: every row asked the three questions (logprobs over Chat
+Completions), each choice asked again under every rotation of its options, and the content-free states
+asked; then ``evaluate_files`` with ``fit``: accuracy, top-label ECE (15 equal-width bins) and NLL before
+and held out after, and the position flip rate raw and after the label-free prior correction. The
+evaluation's own cost: its rows/s against the server's ceiling, raw concurrent SDK calls of the very
+bodies the batch core sent for a sample of rows (captured on a first pass, so both sides meet a warm
+prompt cache), in alternating rounds, the faster of each kept.
+
+The 1.5B answers about 0.4 rows/s on two cores, so it gets every second row, and SmolLM2 every third
+(ROWS). ``JEVPER_BENCH_CALIBRATION_MODELS=a,b`` runs those models alone and keeps the others' last runs
+(artifacts/calibration/<model>/bench.json); set and empty, it renders the section from those alone.
+Each model's metrics.json and report.html stay in artifacts/calibration/<model>/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pyarrow as pa
+from _report import ROOT, Figure, Section, load_average
+
+from jevper.batch import BatchClassifier, Server
+from jevper.evaluate._ask import ask, content_free, rotations
+from jevper.evaluate._calibration import write_atomically
+from jevper.evaluate._report import html
+from jevper.evaluate._run import evaluate_files, read_questions
+from jevper.servers.llamacpp import SERVED_MODELS, slot_args, spawn_llamacpp
+
+TICKETS = ROOT / "tests" / "fixtures" / "labelled" / "tickets.csv"
+QUESTIONS = TICKETS.with_name("tickets.questions.json")
+ARTIFACTS = ROOT / "artifacts" / "calibration"
+SECTION = ("calibration", "Evaluation and calibration on real models", "scripts/bench calibration")
+#: Rows asked of each model: all 240 of the 0.5B; every second one of the 1.5B (0.4 rows/s on two
+#: cores); every third one of SmolLM2, whose answers by logprobs run to hundreds of tokens at times
+#: (0.7 requests/s, where the 0.5B answered 3).
+ROWS = {"smollm2": 80, "qwen2.5-coder-0.5b": 240, "qwen2.5-coder-1.5b": 120}
+TARGETED = "qwen2.5-coder-1.5b"
+SLOTS = 2
+FOLDS = 5
+METHOD, API = "logprobs", "chat_completions"
+#: Rows of the ceiling's sample, and rounds of each side.
+SAMPLE = {"smollm2": 24, "qwen2.5-coder-0.5b": 12, "qwen2.5-coder-1.5b": 8}
+ROUNDS = 2
+MAX_ECE, MAX_FLIP_SHARE, MIN_RATIO = 0.05, 0.5, 0.9
+
+
+def run() -> Section:
+    wanted = os.environ.get("JEVPER_BENCH_CALIBRATION_MODELS")
+    # Set but empty: the section rendered again from the runs kept, nothing asked.
+    models = [m for m in wanted.split(",") if m] if wanted is not None else list(ROWS)
+    unknown = [m for m in models if m not in ROWS]
+    if unknown:
+        raise ValueError(f"JEVPER_BENCH_CALIBRATION_MODELS: expected some of {list(ROWS)}, got {unknown}")
+    for model in models:
+        print(f"  {model} ...", flush=True)
+        result = _model(model)
+        write_atomically(ARTIFACTS / model / "bench.json", json.dumps(result, indent=1) + "\n")
+    results = {}
+    for model in ROWS:
+        path = ARTIFACTS / model / "bench.json"
+        if path.exists():
+            results[model] = json.loads(path.read_text())
+            # The figures are read from the run's metrics.json again, so a figure added since is there too.
+            metrics = json.loads((ARTIFACTS / model / "metrics.json").read_text())
+            results[model]["questions"] = {qid: _figures(q) for qid, q in metrics["questions"].items()}
+    return _section(results)
+
+
+def _subset(model: str, folder: Path) -> Path:
+    """The labelled rows asked of ``model``: every one, or every second one."""
+    with TICKETS.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    step = len(rows) // ROWS[model]
+    chosen = rows[::step][: ROWS[model]]
+    path = folder / "labelled.csv"
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(chosen)
+    return path
+
+
+def _model(model: str) -> dict[str, Any]:
+    assert model in SERVED_MODELS
+    folder = ARTIFACTS / model
+    folder.mkdir(parents=True, exist_ok=True)
+    labelled = _subset(model, folder)
+    given, asked = read_questions(QUESTIONS)
+    options = {"api": API, "method": METHOD}
+    begun = time.perf_counter()
+    with spawn_llamacpp(extra_args=slot_args(SLOTS), model_alias=model) as server:
+        started = time.perf_counter() - begun
+        servers = [Server(server.base_url, server.model, SLOTS)]
+        t0 = time.perf_counter()
+        answers = asyncio.run(ask(labelled, given, servers, folder / "answers.parquet", **options))
+        asking = time.perf_counter() - t0
+        turned = []
+        t0 = time.perf_counter()
+        for by, questions in enumerate(rotations(given, asked), 1):
+            path = folder / f"questions.rotated-{by}.json"
+            write_atomically(path, json.dumps(questions, indent=2) + "\n")
+            out = folder / f"answers.rotated-{by}.parquet"
+            turned.append((path, asyncio.run(ask(labelled, questions, servers, out, **options))))
+        rotating = time.perf_counter() - t0
+        priors = asyncio.run(content_free(given, servers, folder, **options))
+        try:
+            core, raw, unmeasured = *_ceiling(servers, labelled, given, SAMPLE[model]), ""
+        except _Unanswered as failed:
+            core, raw, unmeasured = None, None, str(failed)
+        provenance = {"model_name": server.model_name, "release": server.version, **server.extra}
+    t0 = time.perf_counter()
+    evaluation = evaluate_files(
+        labelled, QUESTIONS, answers, rotated=turned, fit=True, folds=FOLDS, content_free=priors
+    )
+    source = {"labelled": f"{ROWS[model]} rows of {TICKETS.relative_to(ROOT)}", "model": model}
+    metrics = evaluation.to_json(source)
+    scoring = time.perf_counter() - t0
+    write_atomically(folder / "metrics.json", json.dumps(metrics, indent=2) + "\n")
+    write_atomically(folder / "report.html", html(metrics))
+    return {
+        "model": model,
+        "model_name": provenance["model_name"],
+        "release": provenance["release"],
+        "rows": ROWS[model],
+        "wall_s": time.perf_counter() - begun,
+        "start_s": started,
+        "asking_s": asking,
+        "rotations_s": rotating,
+        "scoring_s": scoring,
+        "rows_per_s": ROWS[model] / asking,
+        "core_rows_per_s": core,
+        "raw_rows_per_s": raw,
+        "ceiling_not_measured": unmeasured,
+        "sample_rows": SAMPLE[model],
+        "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load": load_average(),
+        "questions": {qid: _figures(q) for qid, q in metrics["questions"].items()},
+    }
+
+
+def _figures(q: dict[str, Any]) -> dict[str, Any]:
+    def of(side: dict[str, Any] | None) -> dict[str, float | None]:
+        if not isinstance(side, dict):
+            return {"accuracy": None, "ece": None, "nll": None}
+        return {"accuracy": side["accuracy"], "ece": side["ece"]["equal_width"]["value"], "nll": side["nll"]}
+
+    bias = q.get("position_bias") or {}
+    corrected = bias.get("prior_corrected") or {}
+    after = q.get("after")
+    return {
+        "n": q["before"]["n"],
+        "before": of(q["before"]),
+        "after": of(after),
+        "after_ece_floor": _ece_floor(after["ece"]["equal_width"]["bins"])
+        if isinstance(after, dict)
+        else None,
+        "method": (q.get("calibration") or {}).get("method"),
+        "flip": bias.get("changed"),
+        "flip_corrected": corrected.get("changed"),
+    }
+
+
+def _ece_floor(bins: list[dict[str, Any]], draws: int = 2000) -> float:
+    """The mean ECE a perfectly calibrated model would show with these bins' rows and confidences: each
+    bin's accuracy drawn as its count of Bernoulli(confidence) answers. ECE over few rows is biased up."""
+    rng = random.Random(0)
+    filled = [(b["count"], b["confidence"]) for b in bins if b["count"]]
+    n = sum(count for count, _ in filled)
+    total = 0.0
+    for _ in range(draws):
+        for count, confidence in filled:
+            right = sum(rng.random() < confidence for _ in range(count))
+            total += abs(right / count - confidence) * count / n
+    return total / draws
+
+
+class _Unanswered(Exception):
+    """The core's sample run left rows unanswered: its rate is not the server's work."""
+
+
+class _Capturing(BatchClassifier):
+    """The core, keeping every request body it sends (for the raw side to send the same)."""
+
+    sent: list[bytes]
+
+    def _connect(self, server: Server) -> Any:
+        from openai import AsyncOpenAI
+
+        from jevper import AsyncSystemOneClient
+
+        async def keep(request: httpx.Request) -> None:
+            if request.method == "POST":
+                self.sent.append(request.content)
+
+        sdk = AsyncOpenAI(
+            base_url=server.base_url,
+            api_key="none",
+            max_retries=0,
+            http_client=httpx.AsyncClient(event_hooks={"request": [keep]}),
+        )
+        return AsyncSystemOneClient(
+            sdk, model=server.model, max_concurrency=server.slots, **self.client_options
+        )
+
+
+def _ceiling(servers: list[Server], labelled: Path, given: dict[str, Any], rows: int) -> tuple[float, float]:
+    """Rows/s of the batch core and of raw SDK calls of the same bodies, on the first ``rows`` rows."""
+    with labelled.open(newline="", encoding="utf-8") as f:
+        sample = list(csv.DictReader(f))[:rows]
+    batch = pa.record_batch({"id": [r["id"] for r in sample], "state": [r["state"] for r in sample]})
+    capturing = _Capturing(given, servers, api=API, method=METHOD)
+    capturing.sent = []
+    capturing.classify_sync(batch)
+    capturing.close()
+    bodies = [json.loads(body) for body in capturing.sent]
+    core_runs, raw_runs = [], []
+    for _ in range(ROUNDS):
+        core = BatchClassifier(given, servers, api=API, method=METHOD)
+        t0 = time.perf_counter()
+        out = core.classify_sync(batch)
+        core_runs.append(rows / (time.perf_counter() - t0))
+        core.close()
+        if out.column("error").null_count != rows:
+            failed = rows - out.column("error").null_count
+            raise _Unanswered(
+                f"the core left {failed} of the {rows} sample rows unanswered, so no rate compares"
+            )
+        raw_runs.append(_raw_rate(servers[0], bodies, rows))
+    return max(core_runs), max(raw_runs)
+
+
+def _raw_rate(server: Server, bodies: list[dict[str, Any]], rows: int) -> float:
+    from openai import AsyncOpenAI
+
+    async def main() -> float:
+        sdk = AsyncOpenAI(base_url=server.base_url, api_key="none", max_retries=0)
+        queue = iter(bodies)
+
+        async def work() -> None:
+            for body in queue:
+                await sdk.post("/chat/completions", body=body, cast_to=object)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(work() for _ in range(server.slots)))
+        took = time.perf_counter() - t0
+        await sdk.close()
+        return rows / took
+
+    return asyncio.run(main())
+
+
+def _f(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def _section(results: dict[str, dict[str, Any]]) -> Section:
+    table = [
+        [
+            "Model",
+            "Rows answered of asked",
+            "Question",
+            "Accuracy before → after",
+            "ECE before → after",
+            "NLL before → after",
+            "Chosen",
+            "Flip rate raw → corrected",
+            "Measured",
+        ]
+    ]
+    figures = []
+    for model, r in results.items():
+        for qid, q in r["questions"].items():
+            b, a = q["before"], q["after"]
+            flip = "—" if q["flip"] is None else f"{_f(q['flip'])} → {_f(q['flip_corrected'])}"
+            table.append(
+                [
+                    model,
+                    f"{q['n']} of {r['rows']}",
+                    qid,
+                    f"{_f(b['accuracy'])} → {_f(a['accuracy'])}",
+                    f"{_f(b['ece'])} → {_f(a['ece'])}",
+                    f"{_f(b['nll'])} → {_f(a['nll'])}",
+                    str(q["method"]),
+                    flip,
+                    r["measured"],
+                ]
+            )
+        figures += _model_figures(model, r)
+    notes = [
+        "Every row asked the three questions of tests/fixtures/labelled/tickets.questions.json by logprobs "
+        f"over Chat Completions on llama.cpp b11549 ({SLOTS} slots); 'after' is held out ({FOLDS}-fold: "
+        "each fold calibrated by the method an inner cross-validation chose on the other folds); 'Chosen' "
+        "is the method fit on all rows. The flip rate is the share of answers to the team question that "
+        "change when its four options are rotated, raw and after the label-free prior correction. "
+        f"Rows: {', '.join(f'{m} {n}' for m, n in ROWS.items())} (every second ticket for the 1.5B, every "
+        "third for SmolLM2, whose answers ran to hundreds of tokens at times). A row with an answer that "
+        "could not be read is left out of the figures ('Rows answered of asked'): under logprobs SmolLM2 "
+        "often began with prose ('The answer ...'), a LabelReadoutError. Each model's metrics.json "
+        "and report.html are in artifacts/calibration/<model>/.",
+    ]
+    return Section(
+        key=SECTION[0], title=SECTION[1], command=SECTION[2], figures=figures, notes=notes, table=table
+    )
+
+
+def _model_figures(model: str, r: dict[str, Any]) -> list[Figure]:
+    load = r["load"]
+    rest = r["wall_s"] - r["start_s"] - r["asking_s"] - r["rotations_s"] - r["scoring_s"]
+    asked = f"the whole evaluation asked {r['rows']} rows at {r['rows_per_s']:.2f} rows/s"
+    if r["core_rows_per_s"] is None:
+        ceiling = Figure(
+            f"calibration {model}: evaluation rows/s vs the server's ceiling",
+            None,
+            "x",
+            f">= {MIN_RATIO}",
+            None,
+            load,
+            f"{r['ceiling_not_measured']}; {asked}",
+            r["measured"],
+        )
+    else:
+        ratio = r["core_rows_per_s"] / r["raw_rows_per_s"]
+        ceiling = Figure(
+            f"calibration {model}: evaluation rows/s vs the server's ceiling",
+            ratio,
+            "x",
+            f">= {MIN_RATIO}",
+            ratio >= MIN_RATIO,
+            load,
+            f"core {r['core_rows_per_s']:.2f} rows/s, raw SDK calls of the same bodies "
+            f"{r['raw_rows_per_s']:.2f} rows/s, on {r['sample_rows']} rows, best of {ROUNDS} rounds each; "
+            f"{asked}",
+            r["measured"],
+        )
+    figures = [
+        ceiling,
+        Figure(
+            f"calibration {model}: wall time",
+            r["wall_s"],
+            "s",
+            "",
+            None,
+            load,
+            f"start {r['start_s']:.0f} s, {r['rows']} rows asked {r['asking_s']:.0f} s, rotations "
+            f"{r['rotations_s']:.0f} s, the content-free states and the ceiling's sample {rest:.0f} s, "
+            f"scoring and the 5-fold fit {r['scoring_s']:.1f} s",
+            r["measured"],
+        ),
+    ]
+    if model != TARGETED:
+        return figures
+    for qid, q in r["questions"].items():
+        ece = q["after"]["ece"]
+        figures.append(
+            Figure(
+                f"calibration {model}: {qid} held-out ECE",
+                ece,
+                "",
+                f"<= {MAX_ECE}",
+                None if ece is None else ece <= MAX_ECE,
+                load,
+                f"before {_f(q['before']['ece'])}, {q['n']} rows; a perfectly calibrated model with the "
+                f"same bins' rows and confidences would show {_f(q.get('after_ece_floor'))} at this size "
+                "(the mean of 2,000 draws)",
+                r["measured"],
+            )
+        )
+        if q["flip"]:
+            share = (q["flip_corrected"] or 0.0) / q["flip"]
+            figures.append(
+                Figure(
+                    f"calibration {model}: {qid} flip rate corrected / raw",
+                    share,
+                    "x",
+                    f"<= {MAX_FLIP_SHARE}",
+                    share <= MAX_FLIP_SHARE,
+                    load,
+                    f"{_f(q['flip'])} raw, {_f(q['flip_corrected'])} after the prior correction",
+                    r["measured"],
+                )
+            )
+    return figures
