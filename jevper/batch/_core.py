@@ -138,6 +138,7 @@ class BatchClassifier:
             AsyncSystemOneClient(object(), model=server.model, **self.client_options)
             check_api_key(server.base_url, server.api_key)
         self._pool: Upstreams | None = None
+        self._sdks: list[Any] = []  # each server's HTTP client, by pool: what ``requests_sent`` adds up
         self._pool_loop: asyncio.AbstractEventLoop | None = None
         self._runner: _LoopThread | None = None
         self._closing: asyncio.Task[None] | None = None
@@ -146,7 +147,7 @@ class BatchClassifier:
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.update(_pool=None, _pool_loop=None, _runner=None, _closing=None)
+        state.update(_pool=None, _pool_loop=None, _runner=None, _closing=None, _sdks=[])
         return state
 
     # --- the schema ----------------------------------------------------------------------------------
@@ -280,6 +281,11 @@ class BatchClassifier:
         return self._pool
 
     @property
+    def requests_sent(self) -> int:
+        """The HTTP requests this classifier's clients sent, in this process, retries included."""
+        return sum(sdk.sent for sdk in self._sdks)
+
+    @property
     def upstreams(self) -> Upstreams | None:
         """The servers' pool of the last loop that classified (None before first use)."""
         return self._pool
@@ -287,13 +293,21 @@ class BatchClassifier:
     def _connect(self, server: Upstream) -> AsyncSystemOneClient:
         sdk: object
         if sdk_for(self.client_options["api"]) == "anthropic":
-            from anthropic import AsyncAnthropic
+            from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
 
             root = server.base_url.removesuffix("/v1")
-            sdk = AsyncAnthropic(base_url=root, api_key=server.api_key or "none", max_retries=0)
+            counted = _Sent()
+            self._sdks.append(counted)
+            sdk = AsyncAnthropic(
+                base_url=root,
+                api_key=server.api_key or "none",
+                max_retries=0,
+                http_client=DefaultAsyncHttpxClient(event_hooks={"request": [counted.one]}),
+            )
         else:
             # Not the openai SDK: its work per request bounded a batch's rate (jevper.batch._http).
             sdk = HTTPClient(server.base_url, server.api_key, user_agent=f"jevper/{__version__}")
+            self._sdks.append(sdk)
         # No retries by the SDK: a failed call moves to another server instead (Upstreams.ask).
         return AsyncSystemOneClient(
             sdk, model=server.model, max_concurrency=server.slots, **self.client_options
@@ -405,3 +419,13 @@ class _LoopThread:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
         self._loop.close()
+
+
+class _Sent:
+    """The requests an SDK's HTTP client sent, counted by its request hook."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    async def one(self, request: object) -> None:
+        self.sent += 1

@@ -121,6 +121,8 @@ class HTTPClient:
         self._proxy: URL | None = None
         self._proxy_headers: dict[str, str] | None = None
         self._timeouts: dict[float | None, aiohttp.ClientTimeout] = {}
+        #: The requests sent, each one that went out again on a new connection included.
+        self.sent = 0
         self.chat = SimpleNamespace(completions=_Surface(self, "/chat/completions"))
         self.responses = _Surface(self, "/responses")
 
@@ -163,6 +165,7 @@ class HTTPClient:
         waits = self._timeout(timeout)
         for last in (False, True):
             _KEPT.set(False)
+            self.sent += 1
             try:
                 answer = await session.request(
                     method,

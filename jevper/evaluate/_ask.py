@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from jevper import AsyncSystemOneClient
-from jevper._upstreams import Upstream
 from jevper.batch import BatchClassifier, Server
 from jevper.batch._files import Input, Writer
 from jevper.evaluate._calibration import write_atomically
@@ -45,10 +43,9 @@ async def ask(
     whole or not at all. ``requests`` counts the requests sent."""
     source = Input(labelled)
     checked = source.check(id_column)
-    classifier = _Counting(
+    classifier = BatchClassifier(
         questions, servers, id_column=id_column, state_column=state_column, api=api, method=method
     )
-    classifier.requests = requests or RequestCount()
     schema = classifier.output_schema(checked.schema)
     partial = output.with_name(output.name + ".partial")
     writer = Writer(partial, schema, "parquet")
@@ -61,6 +58,8 @@ async def ask(
         raise
     finally:
         await classifier.aclose()
+        if requests is not None:
+            requests.sent += classifier.requests_sent
     writer.close()
     os.replace(partial, output)
     return output
@@ -71,46 +70,6 @@ class RequestCount:
 
     def __init__(self) -> None:
         self.sent = 0
-
-
-class _Counting(BatchClassifier):
-    """The batch core, its clients' requests counted."""
-
-    requests: RequestCount
-
-    def _connect(self, server: Upstream) -> AsyncSystemOneClient:
-        client = super()._connect(server)
-        client._client = _Counted(client._client, self.requests)
-        return client
-
-
-class _Counted:
-    """An SDK-shaped object that counts each call of its (and its resources') request methods."""
-
-    _RESOURCES = frozenset({"chat", "completions", "responses", "messages", "with_streaming_response",
-                            "with_raw_response", "beta"})  # fmt: skip
-    _REQUESTS = frozenset({"create", "post", "get"})
-
-    def __init__(self, target: Any, requests: RequestCount) -> None:
-        self._target = target
-        self._requests = requests
-
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._target, name)
-        if name in self._RESOURCES:
-            return _Counted(value, self._requests)
-        if name in self._REQUESTS and callable(value):
-            return self._counting(value)
-        if name == "with_options" and callable(value):
-            return lambda *args, **kwargs: _Counted(value(*args, **kwargs), self._requests)
-        return value
-
-    def _counting(self, call: Callable[..., Any]) -> Callable[..., Any]:
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            self._requests.sent += 1
-            return call(*args, **kwargs)
-
-        return counted
 
 
 def rotations(given: Mapping[str, Any], asked: Mapping[str, Question]) -> list[dict[str, Any]]:

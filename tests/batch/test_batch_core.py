@@ -291,3 +291,21 @@ def test_closing_from_another_thread_closes_the_connections_of_a_loop_that_still
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
         loop.close()
+
+
+@pytest.mark.parametrize(
+    ("api", "fault"),
+    [("systemone", "ok"), ("chat_completions", "ok"), ("messages", "ok"), ("systemone", "503-retry-after")],
+)
+def test_requests_sent_counts_every_request_the_servers_saw_retries_included(
+    faults: FaultServer, api: str, fault: str
+) -> None:
+    before = posts(faults)
+    server = Server(faults.base_url(*[fault] * 2, "ok"), "fault-model", slots=2)
+    batcher = BatchClassifier(QUESTIONS, [server], api=api, max_retries=3)
+    try:
+        out = batcher.classify_sync(states(3))
+    finally:
+        batcher.close()
+    assert out.column("error").null_count == 3
+    assert batcher.requests_sent == posts(faults) - before >= 3
