@@ -44,7 +44,8 @@ def report_figures() -> set[tuple[Decimal, str]]:
     figures: set[tuple[Decimal, str]] = set()
     for section in sections.values():
         for figure in section["figures"]:
-            if figure["unit"] in UNITS:
+            # A figure the run could not measure has no value (None): there is nothing to restate.
+            if figure["unit"] in UNITS and isinstance(figure["value"], int | float):
                 figures.add((Decimal(str(figure["value"])), UNITS[figure["unit"]]))
             figures.update((value, unit) for _, value, unit in numbers(figure["detail"]))
     return figures
