@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from jevper._errors import MalformedAnswerError
 
 # A logprob a hair above zero is float noise from the server's own softmax, not a claim of p > 1.
 LOGPROB_TOLERANCE = 1e-6
+#: The most violations a native surface's MalformedAnswerError quotes.
+SHOWN = 5
 
 
 def _kind(value: object) -> str:
@@ -32,6 +34,33 @@ def malformed(surface: str, path: str, expected: str, value: object) -> Malforme
     return MalformedAnswerError(
         f"{surface} response: expected {path} to be {expected}, got {_kind(value)}; "
         "the server's body does not fit this surface — check the base_url and the api= setting"
+    )
+
+
+def is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
+    # A parsed body's objects are dicts: checked before the slower abstract-class test.
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+def brief(value: object) -> str:
+    """What arrived, as a native surface's violation names it: a scalar by its repr, a container by kind."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool | int | float | str):
+        return repr(value)[:80]
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return type(value).__name__
+
+
+def violated(surface: str, expected: str, found: Sequence[str], chat_apis: str) -> MalformedAnswerError:
+    """A native surface's refusal of a body that breaks its schema: the first few violations, then a count."""
+    shown = "; ".join(found[:SHOWN]) + (f"; and {len(found) - SHOWN} more" if len(found) > SHOWN else "")
+    return MalformedAnswerError(
+        f"{surface} response: expected {expected}, got {len(found)} violation(s): {shown}; the server does "
+        f"not answer as the API says — report it, or ask through a chat surface ({chat_apis})"
     )
 
 

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeGuard
 
-from jevper._errors import MalformedAnswerError
 from jevper._wire import _read as r
+from jevper._wire._read import brief, is_mapping
 from jevper._wire.errors import raise_embedded
 
 SURFACE: Final = "decisions"
@@ -26,8 +26,6 @@ ROUTE: Final = "decisions"
 DecisionsRoute = Literal["decisions"]
 #: How far a sum, an expectation or a peak may sit from exact: float noise, not a different answer.
 TOLERANCE = 1e-6
-#: The most violations a MalformedAnswerError quotes.
-SHOWN = 5
 ANSWER_TYPES = ("predicate", "choice", "score", "refusal")
 
 
@@ -61,25 +59,20 @@ def read(
         raise_embedded(SURFACE, body, model=model)
     found = body_violations(body, questions)
     if found:
-        shown = "; ".join(found[:SHOWN]) + (f"; and {len(found) - SHOWN} more" if len(found) > SHOWN else "")
-        raise MalformedAnswerError(
-            f"{SURFACE} response: expected a body that follows OpenAI's Decision schema, got "
-            f"{len(found)} violation(s): {shown}; the server does not answer as the API says — report it, "
-            "or ask through a chat surface (api='auto')"
-        )
+        raise r.violated(SURFACE, "a body that follows OpenAI's Decision schema", found, "api='auto'")
     return DecisionsResult(str(body["model"]), tuple(body["answers"]), body["usage"], body)
 
 
 def body_violations(body: object, questions: Sequence[Mapping[str, Any]]) -> list[str]:
     """Everything a response body gets wrong against the questions asked; [] for a conforming body."""
-    if not _is_mapping(body):
-        return [f"the body: expected an object, got {_kind(body)}"]
+    if not is_mapping(body):
+        return [f"the body: expected an object, got {brief(body)}"]
     found: list[str] = []
     if not isinstance(body.get("model"), str):
-        found.append(f"model: expected a string, got {_kind(body.get('model'))}")
+        found.append(f"model: expected a string, got {brief(body.get('model'))}")
     answers = body.get("answers")
     if not isinstance(answers, list):
-        found.append(f"answers: expected a list in question order, got {_kind(answers)}")
+        found.append(f"answers: expected a list in question order, got {brief(answers)}")
     elif len(answers) != len(questions):
         found.append(f"answers: expected {len(questions)} answer(s), one per question, got {len(answers)}")
     else:
@@ -91,23 +84,23 @@ def body_violations(body: object, questions: Sequence[Mapping[str, Any]]) -> lis
 
 def violations(answer: object, question: Mapping[str, Any]) -> list[str]:
     """What one answer gets wrong against its question (in the request's shape); [] when it conforms."""
-    if not _is_mapping(answer):
-        return [f"answer: expected an object, got {_kind(answer)}"]
+    if not is_mapping(answer):
+        return [f"answer: expected an object, got {brief(answer)}"]
     kind, given = question.get("type"), answer.get("type")
     found: list[str] = []
     if given not in (kind, "refusal"):
-        found.append(f"type: expected {kind!r} or 'refusal', got {_kind(given)}")
+        found.append(f"type: expected {kind!r} or 'refusal', got {brief(given)}")
         return found
     name = question.get("name")
     if answer.get("name") != name:
-        found.append(f"name: expected {name!r} (the question's), got {_kind(answer.get('name'))}")
+        found.append(f"name: expected {name!r} (the question's), got {brief(answer.get('name'))}")
     if given == "predicate":
         found += _unit("probability", answer.get("probability"))
     elif given == "choice":
-        values = [c.get("value") for c in question.get("choices") or () if _is_mapping(c)]
+        values = [c.get("value") for c in question.get("choices") or () if is_mapping(c)]
         found += _choice(answer, values)
     elif given == "score":
-        labels = [level.get("label") for level in question.get("levels") or () if _is_mapping(level)]
+        labels = [level.get("label") for level in question.get("levels") or () if is_mapping(level)]
         found += _score(answer, labels)
     return found
 
@@ -116,8 +109,8 @@ def _choice(answer: Mapping[str, Any], values: list[Any]) -> list[str]:
     found: list[str] = []
     listed = answer.get("probabilities")
     shares: dict[tuple[bool, Any], float] | None = None
-    if not isinstance(listed, list) or not all(_is_mapping(item) for item in listed):
-        found.append(f"probabilities: expected a list of {{value, probability}}, got {_kind(listed)}")
+    if not isinstance(listed, list) or not all(is_mapping(item) for item in listed):
+        found.append(f"probabilities: expected a list of {{value, probability}}, got {brief(listed)}")
     else:
         keys = [_typed(item.get("value")) for item in listed]
         wanted = [_typed(value) for value in values]
@@ -132,7 +125,7 @@ def _choice(answer: Mapping[str, Any], values: list[Any]) -> list[str]:
             shares = dict(zip(keys, numbers, strict=True)) if numbers is not None else None
     choice = answer.get("choice")
     if _typed(choice) not in [_typed(value) for value in values]:
-        found.append(f"choice: expected one of the values (typed), got {_kind(choice)}")
+        found.append(f"choice: expected one of the values (typed), got {brief(choice)}")
     elif shares is not None and shares[_typed(choice)] < max(shares.values()) - TOLERANCE:
         found.append(f"choice: expected the most probable value, got {choice!r}")
     return found + _unit("confidence", answer.get("confidence"))
@@ -142,8 +135,8 @@ def _score(answer: Mapping[str, Any], labels: list[Any]) -> list[str]:
     found: list[str] = []
     listed = answer.get("probabilities")
     shares: list[float] | None = None
-    if not isinstance(listed, list) or not all(_is_mapping(item) for item in listed):
-        found.append(f"probabilities: expected a list of {{value, label, probability}}, got {_kind(listed)}")
+    if not isinstance(listed, list) or not all(is_mapping(item) for item in listed):
+        found.append(f"probabilities: expected a list of {{value, label, probability}}, got {brief(listed)}")
     elif [item.get("value") for item in listed] != list(range(len(labels))):
         found.append(
             f"probabilities: expected the level indices 0 to {len(labels) - 1} in order, got "
@@ -157,7 +150,7 @@ def _score(answer: Mapping[str, Any], labels: list[Any]) -> list[str]:
         found += problems
     score = answer.get("score")
     if not _number(score):
-        found.append(f"score: expected a number, got {_kind(score)}")
+        found.append(f"score: expected a number, got {brief(score)}")
     elif shares is not None:
         expected = sum(i * p for i, p in enumerate(shares))
         if abs(score - expected) > TOLERANCE * max(1, len(labels)):
@@ -167,7 +160,7 @@ def _score(answer: Mapping[str, Any], labels: list[Any]) -> list[str]:
 
 def _distribution(values: list[Any]) -> tuple[list[float] | None, list[str]]:
     found = [
-        f"probabilities[{i}].probability: expected a number in [0, 1], got {_kind(value)}"
+        f"probabilities[{i}].probability: expected a number in [0, 1], got {brief(value)}"
         for i, value in enumerate(values)
         if not _unit_number(value)
     ]
@@ -180,10 +173,10 @@ def _distribution(values: list[Any]) -> tuple[list[float] | None, list[str]]:
 
 
 def _usage(usage: object) -> list[str]:
-    if not _is_mapping(usage):
-        return [f"usage: expected an object of token counts, got {_kind(usage)}"]
+    if not is_mapping(usage):
+        return [f"usage: expected an object of token counts, got {brief(usage)}"]
     found = [
-        f"usage.{name}: expected a non-negative integer, got {_kind(usage.get(name))}"
+        f"usage.{name}: expected a non-negative integer, got {brief(usage.get(name))}"
         for name in ("input_tokens", "output_tokens", "total_tokens")
         if not _count(usage.get(name))
     ]
@@ -192,11 +185,11 @@ def _usage(usage: object) -> list[str]:
         ("output_tokens_details", ("reasoning_tokens",)),
     ):
         part = usage.get(details)
-        if not _is_mapping(part):
-            found.append(f"usage.{details}: expected an object, got {_kind(part)}")
+        if not is_mapping(part):
+            found.append(f"usage.{details}: expected an object, got {brief(part)}")
             continue
         found += [
-            f"usage.{details}.{name}: expected a non-negative integer, got {_kind(part.get(name))}"
+            f"usage.{details}.{name}: expected a non-negative integer, got {brief(part.get(name))}"
             for name in names
             if not _count(part.get(name))
         ]
@@ -213,7 +206,7 @@ def _count(value: object) -> bool:
 
 
 def _unit(name: str, value: object) -> list[str]:
-    return [] if _unit_number(value) else [f"{name}: expected a number in [0, 1], got {_kind(value)}"]
+    return [] if _unit_number(value) else [f"{name}: expected a number in [0, 1], got {brief(value)}"]
 
 
 def _number(value: object) -> TypeGuard[int | float]:
@@ -222,19 +215,3 @@ def _number(value: object) -> TypeGuard[int | float]:
 
 def _unit_number(value: object) -> bool:
     return _number(value) and -TOLERANCE <= value <= 1 + TOLERANCE
-
-
-def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
-    return type(value) is dict or isinstance(value, Mapping)
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool | int | float | str):
-        return repr(value)[:80]
-    if isinstance(value, Mapping):
-        return "an object"
-    if isinstance(value, list | tuple):
-        return "a list"
-    return type(value).__name__

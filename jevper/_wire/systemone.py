@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeGuard
+from typing import Any, Final
 
-from jevper._errors import MalformedAnswerError
 from jevper._wire import _read as r
+from jevper._wire._read import brief, is_mapping
 from jevper._wire.errors import raise_embedded
 from jevper._wire.result import WireUsage
 from jevper._wire.surface import NativeSurfaceRecord
@@ -25,8 +25,6 @@ ROUTE: Final = "systemone"
 RECORD = NativeSurfaceRecord(name=SURFACE, title="System One", route=ROUTE)
 #: How far a sum, an expectation or a peak may sit from exact: float noise, not a different answer.
 TOLERANCE = 1e-6
-#: The most violations a MalformedAnswerError quotes.
-SHOWN = 5
 
 
 @dataclass(frozen=True)
@@ -61,12 +59,8 @@ def read(
         raise_embedded(SURFACE, body, model=model)
     found = body_violations(body, questions)
     if found:
-        shown = "; ".join(found[:SHOWN]) + (f"; and {len(found) - SHOWN} more" if len(found) > SHOWN else "")
-        raise MalformedAnswerError(
-            f"{SURFACE} response: expected answers that follow the System One API, got {len(found)} "
-            f"violation(s): {shown}; the server does not answer as the API says — report it, or ask "
-            "through a chat surface (api='chat_completions', 'responses' or 'messages')"
-        )
+        chat_apis = "api='chat_completions', 'responses' or 'messages'"
+        raise r.violated(SURFACE, "answers that follow the System One API", found, chat_apis)
     usage = body["usage"]
     answers = body["answers"]
     named = body.get("model")
@@ -80,14 +74,14 @@ def read(
 
 def body_violations(body: object, questions: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """Everything a response body gets wrong against the questions asked; [] for a conforming body."""
-    if not _is_mapping(body):
-        return [f"the body: expected an object, got {_kind(body)}"]
+    if not is_mapping(body):
+        return [f"the body: expected an object, got {brief(body)}"]
     found: list[str] = []
     if "model" in body and (not isinstance(body["model"], str) or r.encodable(body["model"]) is None):
-        found.append(f"model: expected a string that can be encoded as UTF-8, got {_kind(body['model'])}")
+        found.append(f"model: expected a string that can be encoded as UTF-8, got {brief(body['model'])}")
     answers = body.get("answers")
-    if not _is_mapping(answers):
-        found.append(f"answers: expected an object keyed by question id, got {_kind(answers)}")
+    if not is_mapping(answers):
+        found.append(f"answers: expected an object keyed by question id, got {brief(answers)}")
     else:
         missing = [qid for qid in questions if qid not in answers]
         extra = [qid for qid in answers if qid not in questions]
@@ -99,15 +93,15 @@ def body_violations(body: object, questions: Mapping[str, Mapping[str, Any]]) ->
             if qid in answers:
                 found += [f"answers[{qid!r}].{v}" for v in violations(answers[qid], question)]
     usage = body.get("usage")
-    if not _is_mapping(usage):
-        found.append(f"usage: expected an object with input_tokens and output_tokens, got {_kind(usage)}")
+    if not is_mapping(usage):
+        found.append(f"usage: expected an object with input_tokens and output_tokens, got {brief(usage)}")
     else:
         for name in ("input_tokens", "output_tokens"):
             count = usage.get(name)
             if name not in usage or (
                 count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0)
             ):
-                got = _kind(count) if name in usage else "nothing"
+                got = brief(count) if name in usage else "nothing"
                 found.append(f"usage.{name}: expected a non-negative integer or null, got {got}")
     return found
 
@@ -118,11 +112,11 @@ def violations(answer: object, question: Mapping[str, Any]) -> list[str]:
     Each line names the field and says what was expected and what arrived.
     """
     kind = question.get("type")
-    if not _is_mapping(answer):
-        return [f"answer: expected an object, got {_kind(answer)}"]
+    if not is_mapping(answer):
+        return [f"answer: expected an object, got {brief(answer)}"]
     found: list[str] = []
     if answer.get("type") != kind:
-        found.append(f"type: expected {kind!r}, got {_kind(answer.get('type'))}")
+        found.append(f"type: expected {kind!r}, got {brief(answer.get('type'))}")
     if kind == "choice":
         found += _choice(answer, list(question.get("criteria") or ()))
     elif kind == "score":
@@ -138,7 +132,7 @@ def _choice(answer: Mapping[str, Any], options: list[str]) -> list[str]:
     probabilities, found = _distribution(answer.get("probabilities"), options)
     choice = answer.get("choice")
     if choice not in options:
-        found.append(f"choice: expected one of the options, got {_kind(choice)}")
+        found.append(f"choice: expected one of the options, got {brief(choice)}")
     elif probabilities is not None and probabilities[choice] < max(probabilities.values()) - TOLERANCE:
         peak = max(probabilities, key=lambda option: probabilities[option])
         found.append(f"choice: expected the most probable option {peak!r}, got {choice!r}")
@@ -150,14 +144,14 @@ def _score(answer: Mapping[str, Any], levels: list[Any]) -> list[str]:
     probabilities, found = _distribution(answer.get("probabilities"), keys)
     score = answer.get("score")
     if not isinstance(score, int | float) or not _number(score):
-        found.append(f"score: expected a number, got {_kind(score)}")
+        found.append(f"score: expected a number, got {brief(score)}")
     elif probabilities is not None:
         expected = sum(i * probabilities[key] for i, key in enumerate(keys))
         if abs(score - expected) > TOLERANCE * max(1, len(levels)):
             found.append(f"score: expected the expected level index {expected:.6g}, got {score!r}")
     legend = answer.get("legend")
-    if not _is_mapping(legend):
-        found.append(f"legend: expected an object of level index to level, got {_kind(legend)}")
+    if not is_mapping(legend):
+        found.append(f"legend: expected an object of level index to level, got {brief(legend)}")
     else:
         named = dict(zip(keys, levels, strict=True))
         if dict(legend) != named:
@@ -167,8 +161,8 @@ def _score(answer: Mapping[str, Any], levels: list[Any]) -> list[str]:
 
 def _distribution(value: object, keys: Sequence[str]) -> tuple[dict[str, float] | None, list[str]]:
     """The probabilities when they are a distribution over exactly ``keys``, and what is wrong otherwise."""
-    if not _is_mapping(value):
-        return None, [f"probabilities: expected an object, got {_kind(value)}"]
+    if not is_mapping(value):
+        return None, [f"probabilities: expected an object, got {brief(value)}"]
     if value.keys() != set(keys):
         missing = [k for k in keys if k not in value]
         extra = [k for k in value if k not in keys]
@@ -177,7 +171,7 @@ def _distribution(value: object, keys: Sequence[str]) -> tuple[dict[str, float] 
             f"missing {missing!r:.80}, extra {extra!r:.80}"
         ]
     found = [
-        f"probabilities[{k!r}]: expected a number in [0, 1], got {_kind(value[k])}"
+        f"probabilities[{k!r}]: expected a number in [0, 1], got {brief(value[k])}"
         for k in keys
         if not _unit_number(value[k])
     ]
@@ -190,7 +184,7 @@ def _distribution(value: object, keys: Sequence[str]) -> tuple[dict[str, float] 
 
 
 def _unit(name: str, value: object) -> list[str]:
-    return [] if _unit_number(value) else [f"{name}: expected a number in [0, 1], got {_kind(value)}"]
+    return [] if _unit_number(value) else [f"{name}: expected a number in [0, 1], got {brief(value)}"]
 
 
 def _number(value: object) -> bool:
@@ -203,20 +197,3 @@ def _unit_number(value: object) -> bool:
     if type(value) is float or type(value) is int:  # NaN and infinities fail the comparison
         return -TOLERANCE <= value <= 1 + TOLERANCE
     return isinstance(value, int | float) and _number(value) and -TOLERANCE <= value <= 1 + TOLERANCE
-
-
-def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
-    # A parsed body's objects are dicts: checked before the slower abstract-class test.
-    return type(value) is dict or isinstance(value, Mapping)
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool | int | float | str):
-        return repr(value)[:80]
-    if isinstance(value, Mapping):
-        return "an object"
-    if isinstance(value, list | tuple):
-        return "a list"
-    return type(value).__name__
