@@ -15,7 +15,7 @@ from typing import Any
 
 from jevper._wire import decisions
 from jevper.testing.bodies import BAD_UTF8_MARK, DUPLICATE_MARK
-from jevper.testing.systemone import HEALTHY_NOUL, halving
+from jevper.testing.systemone import HEALTHY_NOUL, confidence, emptied, halving, invalid_utf8_model
 
 
 class DecisionsAnswer:
@@ -56,7 +56,7 @@ def _healthy(question: Mapping[str, Any]) -> dict[str, Any]:
             "type": "choice",
             "name": name,
             "choice": values[0],
-            "confidence": _confidence(shares),
+            "confidence": confidence(shares),
             "probabilities": [{"value": v, "probability": p} for v, p in zip(values, shares, strict=True)],
         }
     if kind == "score" and isinstance(levels, list) and levels:
@@ -66,18 +66,13 @@ def _healthy(question: Mapping[str, Any]) -> dict[str, Any]:
             "type": "score",
             "name": name,
             "score": sum(i * p for i, p in enumerate(shares)),
-            "confidence": _confidence(shares),
+            "confidence": confidence(shares),
             "probabilities": [
                 {"value": i, "label": label, "probability": p}
                 for i, (label, p) in enumerate(zip(labels, shares, strict=True))
             ],
         }
     return {"type": "refusal", "name": name}
-
-
-def _confidence(shares: list[float]) -> float:
-    n = len(shares)
-    return 1.0 if n < 2 else (max(shares) - 1 / n) / (1 - 1 / n)
 
 
 # --- one mutation per body fault ----------------------------------------------------------------------
@@ -107,12 +102,6 @@ def _invalid_utf8_answer(a: DecisionsAnswer) -> dict[str, Any]:
     return a.body()
 
 
-def _invalid_utf8_model(a: DecisionsAnswer) -> dict[str, Any]:
-    # A Decision has no trace: its other free text is the model's name.
-    a.model = a.model + BAD_UTF8_MARK
-    return a.body()
-
-
 def _short(a: DecisionsAnswer) -> dict[str, Any]:
     listed = _first_distribution(a)
     if listed:
@@ -132,15 +121,6 @@ def _duplicate(a: DecisionsAnswer) -> dict[str, Any]:
     return a.body()
 
 
-def _emptied(value: Any) -> Callable[[DecisionsAnswer], dict[str, Any]]:
-    def body(a: DecisionsAnswer) -> dict[str, Any]:
-        out = a.body()
-        out["answers"] = value
-        return out
-
-    return body
-
-
 def _embedded_error(a: DecisionsAnswer) -> dict[str, Any]:
     return {
         "error": {"message": "upstream model crashed while deciding", "type": "server_error", "code": 500}
@@ -149,13 +129,13 @@ def _embedded_error(a: DecisionsAnswer) -> dict[str, Any]:
 
 DECISIONS_BODY_FAULTS: dict[str, Callable[[DecisionsAnswer], dict[str, Any]]] = {
     "invalid-utf8-content": _invalid_utf8_answer,
-    "invalid-utf8-reasoning": _invalid_utf8_model,
+    "invalid-utf8-reasoning": invalid_utf8_model,
     "nan-logprob": _set_probability(math.nan),
     "infinity-logprob": _set_probability(math.inf),
     "positive-logprob": _set_probability(1.7),
     "short-logprobs": _short,
     "duplicate-alternatives": _duplicate,
-    "empty-choices": _emptied([]),
-    "null-choices": _emptied(None),
+    "empty-choices": emptied([]),
+    "null-choices": emptied(None),
     "embedded-error": _embedded_error,
 }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from jevper._wire import systemone
 from jevper.testing.bodies import BAD_UTF8_MARK, DUPLICATE_MARK
@@ -24,9 +24,18 @@ def halving(n: int) -> list[float]:
     return [*shares, 1.0 - sum(shares)]
 
 
-def _confidence(probabilities: list[float]) -> float:
+def confidence(probabilities: list[float]) -> float:
+    """How far the peak stands above a uniform guess: 0 for uniform, 1 for certain."""
     n = len(probabilities)
     return 1.0 if n < 2 else (max(probabilities) - 1 / n) / (1 - 1 / n)
+
+
+class NativeAnswer(Protocol):
+    """The answers to one request on a native surface (System One or Decisions), laid out by ``body``."""
+
+    model: str
+
+    def body(self) -> dict[str, Any]: ...
 
 
 class SystemOneAnswer:
@@ -61,7 +70,7 @@ def _healthy(question: Mapping[str, Any]) -> dict[str, Any]:
             "type": "choice",
             "choice": choice,
             "probabilities": probabilities,
-            "confidence": _confidence(shares),
+            "confidence": confidence(shares),
         }
     if kind == "score" and isinstance(criteria, list) and criteria:
         shares = halving(len(criteria))
@@ -112,8 +121,8 @@ def _invalid_utf8_answer(a: SystemOneAnswer) -> dict[str, Any]:
     return a.body()
 
 
-def _invalid_utf8_model(a: SystemOneAnswer) -> dict[str, Any]:
-    # System One has no trace: its other free text is the model's name.
+def invalid_utf8_model(a: NativeAnswer) -> dict[str, Any]:
+    # A native surface has no trace: its other free text is the model's name.
     a.model = a.model + BAD_UTF8_MARK
     return a.body()
 
@@ -135,8 +144,10 @@ def _duplicate(a: SystemOneAnswer) -> dict[str, Any]:
     return a.body()
 
 
-def _emptied(value: Any) -> Callable[[SystemOneAnswer], dict[str, Any]]:
-    def body(a: SystemOneAnswer) -> dict[str, Any]:
+def emptied(value: Any) -> Callable[[NativeAnswer], dict[str, Any]]:
+    """The healthy body with its answers replaced by ``value``."""
+
+    def body(a: NativeAnswer) -> dict[str, Any]:
         out = a.body()
         out["answers"] = value
         return out
@@ -150,13 +161,13 @@ def _embedded_error(a: SystemOneAnswer) -> dict[str, Any]:
 
 SYSTEMONE_BODY_FAULTS: dict[str, Callable[[SystemOneAnswer], dict[str, Any]]] = {
     "invalid-utf8-content": _invalid_utf8_answer,
-    "invalid-utf8-reasoning": _invalid_utf8_model,
+    "invalid-utf8-reasoning": invalid_utf8_model,
     "nan-logprob": _set_probability(math.nan),
     "infinity-logprob": _set_probability(math.inf),
     "positive-logprob": _set_probability(1.7),
     "short-logprobs": _short,
     "duplicate-alternatives": _duplicate,
-    "empty-choices": _emptied({}),
-    "null-choices": _emptied(None),
+    "empty-choices": emptied({}),
+    "null-choices": emptied(None),
     "embedded-error": _embedded_error,
 }
