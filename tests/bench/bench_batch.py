@@ -35,9 +35,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pyarrow as pa
 import pyarrow.parquet as pq
+from _capturing import Capturing
 from _loopback import InstantServer, instant_server
 from _report import ROOT, Figure, Section, load_average, with_part_anew
 
@@ -312,31 +312,6 @@ def _process(code: str, *args: str) -> dict[str, Any]:
 # --- two llama.cpp servers ------------------------------------------------------------------------
 
 
-class _Capturing(BatchClassifier):
-    """The core, keeping every request body it sends (for the raw side to send the same)."""
-
-    sent: list[bytes]
-
-    def _connect(self, server: Server) -> Any:
-        from openai import AsyncOpenAI
-
-        from jevper import AsyncSystemOneClient
-
-        async def keep(request: httpx.Request) -> None:
-            if request.method == "POST":
-                self.sent.append(request.content)
-
-        sdk = AsyncOpenAI(
-            base_url=server.base_url,
-            api_key="none",
-            max_retries=0,
-            http_client=httpx.AsyncClient(event_hooks={"request": [keep]}),
-        )
-        return AsyncSystemOneClient(
-            sdk, model=server.model, max_concurrency=server.slots, **self.client_options
-        )
-
-
 def _llamas() -> tuple[list[Figure], list[str]]:
     with spawn_llamacpp(extra_args=LLAMA_ARGS) as a, spawn_llamacpp(extra_args=LLAMA_ARGS) as b:
         servers = [Server(x.base_url, x.model, slots=LLAMA_SLOTS) for x in (a, b)]
@@ -346,7 +321,7 @@ def _llamas() -> tuple[list[Figure], list[str]]:
                 "state": [STATES[i % len(STATES)] + f" (#{i})" for i in range(LLAMA_ROWS)],
             }
         )
-        capturing = _Capturing(LLAMA_QUESTION, servers, api="chat_completions")
+        capturing = Capturing(LLAMA_QUESTION, servers, api="chat_completions")
         capturing.sent = []
         out = capturing.classify_sync(batch)
         capturing.close()

@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pyarrow as pa
+from _capturing import Capturing
 from _report import ROOT, Figure, Section, load_average
 
 from jevper.batch import BatchClassifier, Server
@@ -189,37 +189,12 @@ class _Unanswered(Exception):
     """The core's sample run left rows unanswered: its rate is not the server's work."""
 
 
-class _Capturing(BatchClassifier):
-    """The core, keeping every request body it sends (for the raw side to send the same)."""
-
-    sent: list[bytes]
-
-    def _connect(self, server: Server) -> Any:
-        from openai import AsyncOpenAI
-
-        from jevper import AsyncSystemOneClient
-
-        async def keep(request: httpx.Request) -> None:
-            if request.method == "POST":
-                self.sent.append(request.content)
-
-        sdk = AsyncOpenAI(
-            base_url=server.base_url,
-            api_key="none",
-            max_retries=0,
-            http_client=httpx.AsyncClient(event_hooks={"request": [keep]}),
-        )
-        return AsyncSystemOneClient(
-            sdk, model=server.model, max_concurrency=server.slots, **self.client_options
-        )
-
-
 def _ceiling(servers: list[Server], labelled: Path, given: dict[str, Any], rows: int) -> tuple[float, float]:
     """Rows/s of the batch core and of raw SDK calls of the same bodies, on the first ``rows`` rows."""
     with labelled.open(newline="", encoding="utf-8") as f:
         sample = list(csv.DictReader(f))[:rows]
     batch = pa.record_batch({"id": [r["id"] for r in sample], "state": [r["state"] for r in sample]})
-    capturing = _Capturing(given, servers, api=API, method=METHOD)
+    capturing = Capturing(given, servers, api=API, method=METHOD)
     capturing.sent = []
     capturing.classify_sync(batch)
     capturing.close()
