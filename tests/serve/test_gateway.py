@@ -49,12 +49,6 @@ VALID = {"model": "jev-latest", "state": STATE, "questions": QUESTIONS}
 AUTH = {"authorization": f"Bearer {KEY}"}
 
 
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[FaultServer]:
-    with running(model="smollm2") as server:
-        yield server
-
-
 def gateway(upstream_url: str, **settings: Any) -> TestClient:
     config = GatewayConfig(
         upstream=upstream_url, model="smollm2", api="chat_completions", api_keys=(KEY,), **settings

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from jevper.calibration import Binding, Calibration, Calibrator, QuestionCalibra
 from jevper.serve import GatewayConfig, create_app
 from jevper.serve.app import CALIBRATED_HEADER
 from jevper.serve.config import ConfigError
-from jevper.testing.faults import FaultServer, running
+from jevper.testing.faults import FaultServer
 
 QUESTIONS: dict[str, Any] = {
     "topic": {"type": "choice", "criteria": {"billing": None, "shipping": "parcels", "technical": "bugs"}},
@@ -37,12 +36,6 @@ CALIBRATION = Calibration(
     seed=0,
 ).with_layouts(QUESTIONS)
 BODY = {"model": "smollm2", "state": "I was charged twice.", "questions": QUESTIONS}
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[FaultServer]:
-    with running(model="smollm2") as server:
-        yield server
 
 
 def gateway(upstream: FaultServer, calibration: Calibration) -> TestClient:

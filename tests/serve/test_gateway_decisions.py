@@ -49,12 +49,6 @@ VALID: dict[str, Any] = {"model": "smollm2", "input": INPUT, "questions": QUESTI
 ENVELOPE = {"message", "type", "param", "code"}
 
 
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[FaultServer]:
-    with running(model="smollm2") as server:
-        yield server
-
-
 def gateway(upstream_url: str, **settings: Any) -> TestClient:
     config = GatewayConfig(
         upstream=upstream_url, model="smollm2", api="chat_completions", api_keys=(KEY,), **settings

@@ -25,7 +25,7 @@ from typesafe_sdk import Choice, Image, Noul, Score, TypeSafeClient, TypeSafeUnp
 from jevper.serve import GatewayConfig, create_app
 from jevper.serve.observe import RequestIdFilter
 from jevper.servers.process import free_port
-from jevper.testing.faults import FaultServer, running
+from jevper.testing.faults import FaultServer
 
 KEY = "sk-gateway-wire-81c2"
 AUTH = {"authorization": f"Bearer {KEY}"}
@@ -34,12 +34,6 @@ PNG = bytes.fromhex(
     "89504e470d0a1a0a0000000d49484452000000010000000108020000009077"
     "53de0000000c4944415478da63f8cfc0000003010100c9fe92ef0000000049454e44ae426082"
 )
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[FaultServer]:
-    with running(model="smollm2") as server:
-        yield server
 
 
 def config(upstream: FaultServer, **settings: Any) -> GatewayConfig:
