@@ -440,28 +440,6 @@ def test_the_answers_validate_as_openais_decision_in_question_order_with_names_k
 
 
 def test_a_question_the_model_refuses_is_a_refusal_and_the_others_still_answer(loopback: Any) -> None:
-    label = {
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "stop",
-                "message": {"role": "assistant", "content": "A"},
-                "logprobs": {
-                    "content": [
-                        {
-                            "token": "A",
-                            "logprob": -0.1,
-                            "top_logprobs": [
-                                {"token": "A", "logprob": -0.1},
-                                {"token": "B", "logprob": -2.4},
-                            ],
-                        }
-                    ]
-                },
-            }
-        ],
-        "usage": {"prompt_tokens": 20, "completion_tokens": 1},
-    }
     refusal = {
         "choices": [
             {
@@ -472,7 +450,7 @@ def test_a_question_the_model_refuses_is_a_refusal_and_the_others_still_answer(l
         ],
         "usage": {"prompt_tokens": 20, "completion_tokens": 6},
     }
-    for reply in (label, refusal, label):
+    for reply in (LABEL, refusal, LABEL):
         loopback.reply("/chat/completions", 200, reply)
     response = client(
         loopback.url, api="chat_completions", method="logprobs", max_concurrency=1
