@@ -29,7 +29,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from jevper._errors import CalibrationMismatchError, ConfigError
 from jevper.questions import Choice, Noul, Question, as_question, described
@@ -50,15 +50,7 @@ Method = Literal[
     "content_free_temperature",
     "platt",
 ]
-METHODS: tuple[Method, ...] = (
-    "identity",
-    "temperature",
-    "prior",
-    "prior_temperature",
-    "content_free",
-    "content_free_temperature",
-    "platt",
-)
+METHODS: tuple[Method, ...] = get_args(Method)
 #: The methods that divide by a prior, and those that then apply a temperature.
 _DIVIDING = ("prior", "prior_temperature", "content_free", "content_free_temperature")
 _TEMPERED = ("temperature", "prior_temperature", "content_free_temperature")
