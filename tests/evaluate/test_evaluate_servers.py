@@ -20,6 +20,12 @@ def faults() -> Iterator[FaultServer]:
         yield server
 
 
+def asking(faults: FaultServer) -> list[str]:
+    """The labelled tickets and their questions, asked of the fault server."""
+    asked = [str(TICKETS), "--questions", str(QUESTIONS)]
+    return [*asked, "--base-url", faults.base_url(), "--model", faults.model]
+
+
 def test_asking_a_server_keeps_its_answers_and_gives_the_figures_they_give_again(
     tmp_path: Path, faults: FaultServer
 ) -> None:
@@ -52,15 +58,7 @@ def test_rotations_ask_each_choice_again_under_every_rotation_and_give_its_posit
     tmp_path: Path, faults: FaultServer
 ) -> None:
     out = tmp_path / "out"
-    argv = [
-        str(TICKETS),
-        "--questions",
-        str(QUESTIONS),
-        "--base-url",
-        faults.base_url(),
-        "--model",
-        faults.model,
-    ]
+    argv = asking(faults)
     assert main([*argv, "--out", str(out), "--rotations"]) == 0
     turned = json.loads((out / "questions.rotated-1.json").read_text())
     assert list(turned) == ["team"]
@@ -84,15 +82,7 @@ def test_content_free_asks_the_content_free_states_and_tries_their_prior(
     tmp_path: Path, faults: FaultServer
 ) -> None:
     out = tmp_path / "out"
-    argv = [
-        str(TICKETS),
-        "--questions",
-        str(QUESTIONS),
-        "--base-url",
-        faults.base_url(),
-        "--model",
-        faults.model,
-    ]
+    argv = asking(faults)
     bound = ["--server", "fault", "--release", "0", "--method", "auto", "--api", "auto"]
     assert main([*argv, "--out", str(out), "--content-free", "--fit", *bound]) == 0
     states = [json.loads(line)["state"] for line in (out / "content-free.jsonl").read_text().splitlines()]
