@@ -183,19 +183,49 @@ def _predicate(
     return DecisionQuestion(name, "predicate", _built(at, lambda: Noul(instructions=text)), body)
 
 
+@dataclass(frozen=True)
+class _Size:
+    """How many items a question's list takes, and what a refusal says when it holds too few or many."""
+
+    least: int
+    most: int
+    named: str
+    too_few: str
+    too_many: str
+
+    def check(self, where: Path, items: Sequence[Any]) -> None:
+        if not self.least <= len(items) <= self.most:
+            few = len(items) < self.least
+            raise invalid(
+                where,
+                "array_below_min_length" if few else "array_above_max_length",
+                f"expected {self.least} to {self.most} {self.named}, got {len(items)}; "
+                + (self.too_few if few else self.too_many),
+            )
+
+
+_CHOICES = _Size(
+    Choice.MIN_OPTIONS,
+    Choice.MAX_OPTIONS,
+    "choices",
+    too_few="name every value the answer may take",
+    too_many="split the question",
+)
+_LEVELS = _Size(
+    Score.MIN_LEVELS,
+    Score.MAX_LEVELS,
+    "levels (lowest first)",
+    too_few="name every level",
+    too_many="merge levels",
+)
+
+
 def _choice(
     at: Path, item: Mapping[str, Any], name: str | None, text: str, body: dict[str, Any]
 ) -> DecisionQuestion:
     where = (*at, "choices")
     choices = seq(where, required(at, item, "choices"), "choices")
-    if not Choice.MIN_OPTIONS <= len(choices) <= Choice.MAX_OPTIONS:
-        few = len(choices) < Choice.MIN_OPTIONS
-        raise invalid(
-            where,
-            "array_below_min_length" if few else "array_above_max_length",
-            f"expected {Choice.MIN_OPTIONS} to {Choice.MAX_OPTIONS} choices, got {len(choices)}; "
-            + ("name every value the answer may take" if few else "split the question"),
-        )
+    _CHOICES.check(where, choices)
     values: list[str | bool] = []
     described: list[str | None] = []
     seen: dict[tuple[bool, str | bool], int] = {}
@@ -237,14 +267,7 @@ def _score(
 ) -> DecisionQuestion:
     where = (*at, "levels")
     levels = seq(where, required(at, item, "levels"), "levels")
-    if not Score.MIN_LEVELS <= len(levels) <= Score.MAX_LEVELS:
-        few = len(levels) < Score.MIN_LEVELS
-        raise invalid(
-            where,
-            "array_below_min_length" if few else "array_above_max_length",
-            f"expected {Score.MIN_LEVELS} to {Score.MAX_LEVELS} levels (lowest first), got {len(levels)}; "
-            + ("name every level" if few else "merge levels"),
-        )
+    _LEVELS.check(where, levels)
     labels: list[str] = []
     shown: list[str] = []
     listed = []
