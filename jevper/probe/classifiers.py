@@ -111,6 +111,18 @@ def _error(exchange: Exchange) -> ErrorBody:
     return read_error(exchange.status, exchange.text, model=_model(exchange))
 
 
+def _answers_excerpt(body: object, last: Exchange) -> str:
+    """What a verdict on a native surface shows: the body's answers, or the whole body without them."""
+    answers = body.get("answers") if isinstance(body, Mapping) else None
+    return excerpt(answers if answers is not None else last.text)
+
+
+def _off_the_api(found: Sequence[str], shown: str) -> Verdict:
+    """A 200 whose body breaks the API: its first violation, and how many more."""
+    more = f" (and {plural(len(found) - 1, 'more')})" if len(found) > 1 else ""
+    return Verdict("info", f"200, but not the API's answer: {found[0]}{more}", shown, grade="fail")
+
+
 def _refused(exchange: Exchange, prefix: str = "refused") -> Verdict:
     error = _error(exchange)
     return Verdict("refused", f"{prefix}: {exchange.status} {words(error.message)}", excerpt(exchange.text))
@@ -597,11 +609,9 @@ def systemone_conformance(probe: Probe, exchanges: Sequence[Exchange]) -> Verdic
     questions = asked if isinstance(asked, Mapping) else {}
     body = last.json()
     found = body_violations(body, questions)
-    answers = body.get("answers") if isinstance(body, Mapping) else None
-    shown = excerpt(answers if answers is not None else last.text)
+    shown = _answers_excerpt(body, last)
     if found:
-        more = f" (and {plural(len(found) - 1, 'more')})" if len(found) > 1 else ""
-        return Verdict("info", f"200, but not the API's answer: {found[0]}{more}", shown, grade="fail")
+        return _off_the_api(found, shown)
     said = f"200; {plural(len(questions), 'answer')} as the API defines them"
     return Verdict("supported", said, shown, grade="pass")
 
@@ -743,12 +753,10 @@ def decisions_conformance(probe: Probe, exchanges: Sequence[Exchange]) -> Verdic
     if error is not None:
         raise provider_error(error, decisions_route.SURFACE)
     found = decision_schema(body) + decisions_route.body_violations(body, questions)
-    answers = body.get("answers") if isinstance(body, Mapping) else None
-    shown = excerpt(answers if answers is not None else last.text)
+    shown = _answers_excerpt(body, last)
     if found:
-        more = f" (and {plural(len(found) - 1, 'more')})" if len(found) > 1 else ""
-        return Verdict("info", f"200, but not the API's answer: {found[0]}{more}", shown, grade="fail")
-    refused = sum(1 for a in answers or () if a.get("type") == "refusal")
+        return _off_the_api(found, shown)
+    refused = sum(1 for a in body["answers"] if a.get("type") == "refusal")
     declined = f", {plural(refused, 'refusal')} among them" if refused else ""
     said = f"200; {plural(len(questions), 'answer')} in question order, as the Decision schema says{declined}"
     return Verdict("supported", said, shown, grade="pass")
