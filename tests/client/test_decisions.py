@@ -398,12 +398,19 @@ def test_an_image_in_a_questions_instructions_is_refused_naming_the_part(loopbac
     assert loopback.requests == []
 
 
-def test_input_of_system_messages_alone_is_refused_on_the_prompt_surfaces(server: FaultServer) -> None:
+@pytest.mark.parametrize("api", ["chat_completions", "responses"])
+def test_input_of_system_messages_alone_is_refused_on_the_prompt_surfaces(
+    server: FaultServer, api: str
+) -> None:
+    # Named surfaces: under api="auto" a server's own POST /v1/decisions (the fault server has one) is
+    # asked first, and it takes such input as it sees fit.
+    before = len(server.log)
     with pytest.raises(InvalidDecisionError) as refused:
-        client(server.base_url()).decisions.create(
+        client(server.base_url(), api=api).decisions.create(
             input=[{"role": "system", "content": "x"}], questions=QUESTIONS
         )
     assert refused.value.param == "input"
+    assert len(server.log) == before  # refused before any request
 
 
 def test_system_one_is_not_asked_through_the_decisions_api(server: FaultServer) -> None:
