@@ -10,8 +10,6 @@ Spark retries failed tasks itself and has no resume.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -22,8 +20,9 @@ import pyarrow.parquet as pq
 
 from jevper import ConfigError
 from jevper._upstreams import Upstream
+from jevper.batch._core import BatchClassifier
 from jevper.batch._files import Writer, format_of, install
-from jevper.batch._local import Tally, calibration_entry
+from jevper.batch._local import Tally, asked
 from jevper.batch._parts import Parts
 
 ENGINES = ("local", "ray", "spark")
@@ -65,7 +64,7 @@ def run_engine(
     run = Parts(output, folder=output.with_name(f"{output.name}.{engine}-run"))
     if engine == "ray":
         # Checked before Ray starts: a resume that asks other questions, or of another model, is refused.
-        run.start(manifest(source, questions, servers, options), resume=resume)
+        run.start(manifest(source, BatchClassifier(questions, servers, **options)), resume=resume)
         from jevper.batch import ray as engine_ray
 
         engine_ray.init(address)
@@ -86,26 +85,10 @@ def run_engine(
     return tally
 
 
-def manifest(
-    source: Path, questions: Mapping[str, Any], servers: Sequence[Upstream], options: Mapping[str, Any]
-) -> dict[str, Any]:
-    """What decides a Ray run's answers: its input, its questions, its models and how they are asked
-    (never a server's URL or key: another server serving the same model is the same run)."""
-    asked = json.dumps(questions, sort_keys=True, default=repr)
-    keep = options.get("keep_columns", False)
-    return {
-        "version": 1,
-        "input": str(source.resolve()),
-        "questions_sha256": hashlib.sha256(asked.encode()).hexdigest(),
-        "id_column": options.get("id_column", "id"),
-        "state_column": options.get("state_column", "state"),
-        "keep_columns": keep if isinstance(keep, bool) else list(keep),
-        "models": sorted({server.model for server in servers}),
-        "api": options.get("api", "auto"),
-        "method": options.get("method", "auto"),
-        "extra_body": dict(options.get("extra_body") or {}),
-        **calibration_entry(options),
-    }
+def manifest(source: Path, classifier: BatchClassifier) -> dict[str, Any]:
+    """What a Ray run asked: its input (a file or a folder) and what decides its answers, as the local
+    engine's manifest holds them."""
+    return {"version": 1, "input": str(source.resolve()), **asked(classifier)}
 
 
 def _spark_read(session: Any, source: Path) -> Any:

@@ -12,7 +12,7 @@ import hashlib
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,32 +70,37 @@ class Stopped(Exception):
 
 def manifest(classifier: BatchClassifier, source: Input, batch_rows: int) -> dict[str, Any]:
     stat = source.path.stat()
-    asked = json.dumps([[qid, repr(q)] for qid, q in classifier.questions], sort_keys=True)
     return {
         "version": 1,
         "input": str(source.path.resolve()),
         "input_bytes": stat.st_size,
         "input_mtime_ns": stat.st_mtime_ns,
-        "questions_sha256": hashlib.sha256(asked.encode()).hexdigest(),
+        "batch_rows": batch_rows,
+        **asked(classifier),
+    }
+
+
+def asked(classifier: BatchClassifier) -> dict[str, Any]:
+    """What decides a run's answers, for its manifest: the questions, the columns, the models and how they
+    are asked (never a server's URL or key: another server serving the same model is the same run).
+    A resume asking another model, or in another way, would mix two runs."""
+    questions = json.dumps([[qid, repr(q)] for qid, q in classifier.questions], sort_keys=True)
+    options = classifier.client_options
+    calibration = options.get("calibration")
+    return {
+        "questions_sha256": hashlib.sha256(questions.encode()).hexdigest(),
         "id_column": classifier.id_column,
         "state_column": classifier.state_column,
         "keep_columns": classifier.keep_columns
         if isinstance(classifier.keep_columns, bool)
         else list(classifier.keep_columns),
-        "batch_rows": batch_rows,
-        # What decides the answers: a resume asking another model, or in another way, would mix two runs.
         "models": sorted({server.model for server in classifier.servers}),
-        "api": classifier.client_options["api"],
-        "method": classifier.client_options["method"],
-        "extra_body": classifier.client_options["extra_body"],
-        **calibration_entry(classifier.client_options),
+        "api": options["api"],
+        "method": options["method"],
+        "extra_body": options["extra_body"],
+        # A calibrated run names its calibration's digest (an uncalibrated one names none).
+        **({"calibration": calibration.digest()} if isinstance(calibration, Calibration) else {}),
     }
-
-
-def calibration_entry(options: Mapping[str, Any]) -> dict[str, str]:
-    """A calibrated run's manifest names its calibration's digest (an uncalibrated one names none)."""
-    calibration = options.get("calibration")
-    return {"calibration": calibration.digest()} if isinstance(calibration, Calibration) else {}
 
 
 async def run(

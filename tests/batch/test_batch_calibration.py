@@ -140,9 +140,9 @@ def test_an_engine_runs_manifest_names_the_calibrations_digest_so_its_resume_is_
     from jevper.batch._engine_cli import manifest
 
     servers = [Server("http://127.0.0.1:9/v1", "fault-model")]
-    given = manifest(Path("in.jsonl"), QUESTIONS, servers, {"calibration": CALIBRATION})
+    given = manifest(Path("in.jsonl"), BatchClassifier(QUESTIONS, servers, calibration=CALIBRATION))
     assert given["calibration"] == CALIBRATION.digest()
-    assert "calibration" not in manifest(Path("in.jsonl"), QUESTIONS, servers, {})
+    assert "calibration" not in manifest(Path("in.jsonl"), BatchClassifier(QUESTIONS, servers))
     # The digest is the file's content, not where it was loaded from.
     assert dataclasses.replace(CALIBRATION, source="elsewhere.json").digest() == CALIBRATION.digest()
     assert dataclasses.replace(CALIBRATION, folds=3).digest() != CALIBRATION.digest()

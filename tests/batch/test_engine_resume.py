@@ -11,10 +11,11 @@ from _batch_data import QUESTIONS
 
 from jevper import ConfigError
 from jevper._upstreams import Upstream
+from jevper.batch import BatchClassifier
 from jevper.batch._engine_cli import manifest, run_engine
 from jevper.batch._parts import Parts
 
-OPTIONS: dict[str, Any] = {"api": "systemone", "method": "auto", "extra_body": {"seed": 1}}
+OPTIONS: dict[str, Any] = {"api": "chat_completions", "method": "auto", "extra_body": {"seed": 1}}
 
 
 def interrupted(tmp_path: Path, model: str) -> tuple[Path, Path]:
@@ -24,7 +25,7 @@ def interrupted(tmp_path: Path, model: str) -> tuple[Path, Path]:
     output = tmp_path / "out.parquet"
     servers = [Upstream("http://127.0.0.1:9/v1", model)]
     Parts(output, folder=tmp_path / "out.parquet.ray-run").start(
-        manifest(source, QUESTIONS, servers, OPTIONS), resume=False
+        manifest(source, BatchClassifier(QUESTIONS, servers, **OPTIONS)), resume=False
     )
     return source, output
 
