@@ -20,8 +20,12 @@ ABOVE_THE_CLIENT = (
     "jevper.testing",
     "jevper.batch",
     "jevper._upstreams",
+    "jevper._http",
     "jevper.evaluate",
 )
+#: The private modules the batch engine and the gateway share: the several-servers pool and the aiohttp
+#: connection to an OpenAI-style server.
+SHARED = {"jevper._upstreams", "jevper._http"}
 
 
 def module_of(path: Path) -> str:
@@ -102,8 +106,8 @@ def test_the_servers_import_nothing_of_jevper_but_themselves_its_version_and_sur
 @pytest.mark.parametrize("module", [m for m in IMPORTS if under(m, "jevper.serve")])
 def test_the_gateway_starts_servers_through_jevper_servers_never_the_harness(module: str) -> None:
     strays = {m for m in IMPORTS[module] if under(m, "jevper.probe") or under(m, "jevper.testing")}
-    # The several-servers pool is the one private module it shares, with the batch engine.
-    assert IMPORTS[module] & CLIENT_CORE_PRIVATE - {"jevper._upstreams"} == set()
+    # The several-servers pool and the aiohttp connection are the private modules it shares, with the batch.
+    assert IMPORTS[module] & CLIENT_CORE_PRIVATE - SHARED == set()
     assert strays == set()
 
 
@@ -147,17 +151,30 @@ def test_the_batch_engine_uses_the_public_client_and_the_upstreams_pool_and_no_p
     spawns = (
         {m for m in IMPORTS[module] if under(m, "jevper.servers")} if module == "jevper.batch.cli" else set()
     )
-    strays = {
-        m for m in IMPORTS[module] if not under(m, "jevper.batch") and m not in PUBLIC | {"jevper._upstreams"}
-    }
+    strays = {m for m in IMPORTS[module] if not under(m, "jevper.batch") and m not in PUBLIC | SHARED}
     assert strays - spawns == set()
 
 
-def test_only_the_evaluation_imports_the_batch_engine_and_only_it_and_the_gateway_use_the_pool() -> None:
+def test_only_the_evaluation_imports_the_batch_and_only_it_and_the_gateway_use_the_shared_modules() -> None:
     batch_users = {m for m, names in IMPORTS.items() if any(under(n, "jevper.batch") for n in names)}
-    pool_users = {m for m, names in IMPORTS.items() if "jevper._upstreams" in names}
     assert {m for m in batch_users if not (under(m, "jevper.batch") or under(m, "jevper.evaluate"))} == set()
-    assert {m for m in pool_users if not (under(m, "jevper.batch") or under(m, "jevper.serve"))} == set()
+    for shared in sorted(SHARED):
+        users = {m for m, names in IMPORTS.items() if shared in names}
+        strays = {m for m in users if not (under(m, "jevper.batch") or under(m, "jevper.serve"))}
+        assert strays == set(), shared
+
+
+def test_only_the_shared_connection_imports_aiohttp() -> None:
+    importers = {
+        module_of(path)
+        for path in PACKAGE.rglob("*.py")
+        if any(
+            (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "aiohttp" for a in node.names))
+            or (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "aiohttp")
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        )
+    }
+    assert importers == {"jevper._http"}
 
 
 @pytest.mark.parametrize("module", [m for m in IMPORTS if under(m, "jevper.evaluate")])

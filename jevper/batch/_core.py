@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from jevper import AsyncSystemOneClient, ConfigError, InvalidQuestionError, __version__
+from jevper._http import HTTPClient, check_api_key
 from jevper._upstreams import Upstream, Upstreams, blame
-from jevper.batch._http import HTTPClient, check_api_key
 from jevper.batch._schema import RESERVED, Row, result_columns, result_fields
 from jevper.calibration import Calibration, loaded
 from jevper.models import sdk_for
@@ -305,7 +305,7 @@ class BatchClassifier:
                 http_client=DefaultAsyncHttpxClient(event_hooks={"request": [counted.one]}),
             )
         else:
-            # Not the openai SDK: its work per request bounded a batch's rate (jevper.batch._http).
+            # Not the openai SDK: its work per request bounded a batch's rate (jevper._http).
             sdk = HTTPClient(server.base_url, server.api_key, user_agent=f"jevper/{__version__}")
             self._sdks.append(sdk)
         # No retries by the SDK: a failed call moves to another server instead (Upstreams.ask).

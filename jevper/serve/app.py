@@ -39,7 +39,9 @@ from jevper import (
     LabelReadoutError,
     MalformedAnswerError,
     ProviderError,
+    __version__,
 )
+from jevper._http import HTTPClient
 from jevper._upstreams import NoUpstreamError, Upstream, Upstreams, server_failure
 from jevper.decision_answers import DecisionResponse
 from jevper.models import SystemOneResponse, sdk_for
@@ -50,6 +52,7 @@ from jevper.serve.observe import (
     CONTENT_TYPE,
     Metrics,
     Observed,
+    UpstreamObserver,
     observed_http_client,
     request_id,
     shown,
@@ -61,22 +64,23 @@ T = TypeVar("T")
 
 
 def upstream_client(config: GatewayConfig, metrics: Metrics | None = None) -> AsyncSystemOneClient:
-    """The async client over the upstream: the SDK its surface names (anthropic for Messages), else openai;
-    its HTTP transport timed and counted per upstream."""
-    key = config.upstream_api_key or "none"
-    metrics = metrics or Metrics()
+    """The async client over the upstream: jevper's own connection for an OpenAI-style one (the openai
+    SDK's work per request was most of the gateway's own cost: scripts/bench gateway), the anthropic SDK
+    for Messages; each request it sends timed and counted per upstream."""
+    observer = UpstreamObserver(shown(config.upstream), metrics or Metrics())
     sdk: object
     if sdk_for(config.api) == "anthropic":
         from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
 
-        http = observed_http_client(DefaultAsyncHttpxClient, shown(config.upstream), metrics)
+        http = observed_http_client(DefaultAsyncHttpxClient, observer)
+        key = config.upstream_api_key or "none"
         sdk = AsyncAnthropic(base_url=config.upstream.removesuffix("/v1"), api_key=key, http_client=http)
     else:
-        from openai import AsyncOpenAI
-        from openai import DefaultAsyncHttpxClient as OpenAIHttpxClient
-
-        http = observed_http_client(OpenAIHttpxClient, shown(config.upstream), metrics)
-        sdk = AsyncOpenAI(base_url=config.upstream, api_key=key, http_client=http)
+        agent = f"jevper-serve/{__version__}"
+        try:
+            sdk = HTTPClient(config.upstream, config.upstream_api_key, user_agent=agent, observer=observer)
+        except ConfigError as refused:
+            raise ConfigError(f"--upstream-api-key: {refused}") from None
     return AsyncSystemOneClient(
         sdk,
         model=config.model,

@@ -34,6 +34,8 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("jevper_serve_request_id", default="-")
 log = logging.getLogger("jevper.serve")
+#: Each request sent to an upstream, at DEBUG.
+upstream_log = logging.getLogger("jevper.serve.upstream")
 
 
 class RequestIdFilter(logging.Filter):
@@ -173,9 +175,38 @@ def _header(scope: Scope, name: str) -> str | None:
     return None
 
 
-def observed_http_client(client_class: type[Any], upstream: str, metrics: Metrics) -> Any:
-    """An instance of the SDK's own default HTTP client class whose ``send`` is timed and counted and
-    sends the request's id on.
+class UpstreamObserver:
+    """Times and counts each request sent to one upstream, and sends the caller's request id on (what
+    jevper._http's client and the SDK's HTTP client, through ``observed_http_client``, report to it)."""
+
+    def __init__(self, upstream: str, metrics: Metrics) -> None:
+        self.upstream = upstream
+        self.metrics = metrics
+
+    def headers(self) -> dict[str, str]:
+        rid = request_id.get()
+        return {} if rid == "-" else {REQUEST_ID: rid}
+
+    def sent(
+        self, method: str, url: str, seconds: float, status: int | None, error: BaseException | None
+    ) -> None:
+        m, upstream = self.metrics, self.upstream
+        if upstream_log.isEnabledFor(logging.DEBUG):
+            upstream_log.debug(
+                "%s %s: %s in %.0f ms", method, shown(url), status or type(error).__name__, seconds * 1000
+            )
+        if status is None:
+            m.upstream_requests.labels(upstream, "none").inc()
+            m.upstream_errors.labels(upstream, type(error).__name__).inc()
+            return
+        m.upstream_latency.labels(upstream).observe(seconds)
+        m.upstream_requests.labels(upstream, str(status)).inc()
+        if status >= 400:
+            m.upstream_errors.labels(upstream, f"{status // 100}xx").inc()
+
+
+def observed_http_client(client_class: type[Any], observer: UpstreamObserver) -> Any:
+    """An instance of the SDK's own default HTTP client class whose ``send`` tells ``observer``.
 
     The client builds its transports itself, as any httpx client does: the environment's proxies
     (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY) and the SDK's connection limits hold. (A ``transport=``
@@ -184,21 +215,15 @@ def observed_http_client(client_class: type[Any], upstream: str, metrics: Metric
     """
 
     async def send(self: Any, request: Any, **options: Any) -> Any:
-        rid = request_id.get()
-        if rid != "-":
-            request.headers[REQUEST_ID] = rid
+        request.headers.update(observer.headers())
         started = time.perf_counter()
         try:
             response = await client_class.send(self, request, **options)
         except Exception as exc:
-            metrics.upstream_requests.labels(upstream, "none").inc()
-            metrics.upstream_errors.labels(upstream, type(exc).__name__).inc()
+            observer.sent(request.method, str(request.url), time.perf_counter() - started, None, exc)
             raise
-        metrics.upstream_latency.labels(upstream).observe(time.perf_counter() - started)
-        status = int(response.status_code)
-        metrics.upstream_requests.labels(upstream, str(status)).inc()
-        if status >= 400:
-            metrics.upstream_errors.labels(upstream, f"{status // 100}xx").inc()
+        seconds = time.perf_counter() - started
+        observer.sent(request.method, str(request.url), seconds, int(response.status_code), None)
         return response
 
     observed = type(f"Observed{client_class.__name__}", (client_class,), {"send": send})

@@ -14,8 +14,8 @@ from _batch_data import QUESTIONS, posts
 from openai import AsyncOpenAI
 
 from jevper import AsyncSystemOneClient, ConfigError, InvalidQuestionError
+from jevper._http import HTTPClient
 from jevper.batch import BatchClassifier, Server
-from jevper.batch._http import HTTPClient
 from jevper.testing.faults import FaultServer, Script, running
 from jevper.testing.systemone import SystemOneAnswer
 

@@ -1,4 +1,4 @@
-"""The batch core's connection (jevper.batch._http, over aiohttp) against the fault server: every fault
+"""The batch core's connection (jevper._http, over aiohttp) against the fault server: every fault
 ends in the error the openai SDK's path gives, after as many requests; the body, the key and the proxy
 are the SDK's; a kept connection the server closes is asked again on a new one; a key that cannot travel
 as a header is refused before any byte is sent.
@@ -18,8 +18,8 @@ import openai
 import pytest
 
 from jevper import AsyncSystemOneClient, Choice, ConfigError, JevperError, Noul, ProviderError, Score
+from jevper._http import HTTPClient
 from jevper._native import question_body
-from jevper.batch._http import HTTPClient
 from jevper.testing.faults import FAULTS, FaultServer, running
 from jevper.testing.script import Script
 from jevper.testing.systemone import SystemOneAnswer

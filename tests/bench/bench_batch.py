@@ -8,7 +8,7 @@
   as it goes. The raw side is the openai SDK's own ``post()`` with no jevper at all, writing each
   row's ``answers`` as JSON text; the engine is the command line, writing its struct columns (and its
   journal and parts, which a resumed run needs). The async client alone over the engine's own
-  connection (``jevper.batch._http``), doing what the raw side does through
+  connection (``jevper._http``), doing what the raw side does through
   ``AsyncSystemOneClient.system_one``, shows the client's and the connection's share. Each side runs
   in a process of its own, timed from after its imports to its output's close; the raw side and the
   engine alternate, twice each, and the faster run of each is kept. ``JEVPER_BENCH_ROWS``
@@ -83,7 +83,7 @@ print(json.dumps({"status": status, "seconds": took, "cpu": used.ru_utime + used
 """
 #: The same requests with the openai SDK alone: each row's body as the engine sends it, CONCURRENCY at a
 #: time, each row's id and answers written as it is done; with ``client`` as the seventh argument,
-#: through AsyncSystemOneClient over the engine's own connection (jevper.batch._http): the client's and
+#: through AsyncSystemOneClient over the engine's own connection (jevper._http): the client's and
 #: the connection's share of the engine's cost.
 RAW = """
 import asyncio, json, resource, sys, time
@@ -92,7 +92,7 @@ path, out, url, model, questions_file, concurrency = sys.argv[1:7]
 through_client = sys.argv[7:] == ["client"]
 if through_client:
     from jevper import AsyncSystemOneClient
-    from jevper.batch._http import HTTPClient
+    from jevper._http import HTTPClient
 questions = json.load(open(questions_file))
 schema = pa.schema([("id", pa.int64()), ("answers", pa.string())])
 
@@ -239,7 +239,7 @@ def _instant(scratch: Path, rows: int) -> tuple[list[Figure], list[str]]:
         f"body the engine sends, {CONCURRENCY} in flight, and write a Parquet file of every row's id and "
         "answers; the raw side is the openai SDK's own post() and keeps each answer as JSON text, the "
         "engine also journals every row and commits a part per 1,024 rows (what --resume needs); the "
-        "engine asks over connections of its own (jevper/batch/_http.py), not the SDK.",
+        "engine asks over connections of its own (jevper/_http.py), not the SDK.",
     ]
     return figures, notes
 

@@ -4,7 +4,9 @@
   its own process) against the same question asked of ``AsyncSystemOneClient`` directly, and one
   one-question Decisions request (POST /v1/decisions) against the client's ``decisions.create``, both
   over the instant server (its own process) answering with the body recorded from llama.cpp b10434.
-  Pairs alternate which side goes first; the figure is the median of the paired differences.
+  Pairs alternate which side goes first; the figure is the median of the paired differences. The direct
+  client asks through the openai SDK (the target), then through the gateway's own connection
+  (jevper._http), whose figures leave the extra hop's cost alone.
 - Throughput at the upstream's slot count: the embedded llama.cpp with 4 slots; 16 requests of 4
   questions each, all at once, through the gateway (`--concurrency 4`) against the same 16 calls of one
   async client (`max_concurrency=4`) made directly. The faster of two alternating runs is kept.
@@ -30,6 +32,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -37,6 +40,7 @@ from _loopback import instant_server, recorded_body
 from _report import ROOT, Figure, Section, load_average, median_p90
 
 from jevper import AsyncSystemOneClient, Choice
+from jevper._http import HTTPClient
 from jevper.servers.callo import UPSTREAM_ARGS as CALLO_UPSTREAM
 from jevper.servers.callo import spawn_callo
 from jevper.servers.gateway import spawn_gateway
@@ -75,8 +79,20 @@ DECISION = {
 ROUTES = ("systemone", "decisions")
 
 
-async def _overhead(upstream: str, gateway: str, route: str) -> tuple[list[float], list[float]]:
-    sdk = openai.AsyncOpenAI(base_url=upstream, api_key="bench", max_retries=0)
+#: What the direct side's client asks the upstream through: the openai SDK (what a user hands the client;
+#: the target's comparison), or the connection the gateway itself asks it through (jevper._http), which
+#: shows what the extra hop costs on its own.
+CONNECTIONS = ("openai", "own")
+
+
+async def _overhead(
+    upstream: str, gateway: str, route: str, connection: str = "openai"
+) -> tuple[list[float], list[float]]:
+    sdk: Any = (
+        openai.AsyncOpenAI(base_url=upstream, api_key="bench", max_retries=0)
+        if connection == "openai"
+        else HTTPClient(upstream, "bench")
+    )
     direct = AsyncSystemOneClient(sdk, model=MODEL, method="logprobs", api="chat_completions")
     body: dict[str, object] = {"state": STATE, "questions": {"q": _question(0)}}
     if route == "decisions":
@@ -321,24 +337,28 @@ def _side_by_side() -> tuple[Side, Side, Side, Memory]:
 
 
 def _overhead_figure(
-    route: str, through: list[float], straight: list[float], load_before: list[float]
+    route: str, connection: str, through: list[float], straight: list[float], load_before: list[float]
 ) -> Figure:
-    """The median of the paired differences on one route, with both sides' median and p90."""
+    """The median of the paired differences on one route, with both sides' median and p90; the target
+    holds against the client over the openai SDK, the other connection's figure is told beside it."""
     overhead_ms = statistics.median(a - b for a, b in zip(through, straight, strict=True)) * 1000
     g_med, g_p90 = median_p90(through)
     d_med, d_p90 = median_p90(straight)
     asked = "system_one()" if route == "systemone" else "decisions.create()"
+    targeted = connection == "openai"
+    over = "over the openai SDK" if targeted else "over the gateway's own connection (jevper._http)"
     return Figure(
-        # The System One figure keeps its name, so its history in performance.json reads on.
+        # The System One figure against the SDK keeps its name, so its history in performance.json reads on.
         "gateway overhead per request (median), against the async client directly"
-        + ("" if route == "systemone" else f", POST /v1/{route}"),
+        + ("" if route == "systemone" else f", POST /v1/{route}")
+        + ("" if targeted else ", the client over the gateway's own connection"),
         overhead_ms,
         "ms",
-        f"≤ {MAX_OVERHEAD_MS} ms",
-        overhead_ms <= MAX_OVERHEAD_MS,
+        f"≤ {MAX_OVERHEAD_MS} ms" if targeted else "—",
+        overhead_ms <= MAX_OVERHEAD_MS if targeted else None,
         load_average(),
         f"POST /v1/{route} through the gateway median {g_med * 1000:.3f} ms, p90 {g_p90 * 1000:.3f} ms; "
-        f"the client's {asked} directly median {d_med * 1000:.3f} ms, p90 {d_p90 * 1000:.3f} ms; "
+        f"the client's {asked} directly ({over}) median {d_med * 1000:.3f} ms, p90 {d_p90 * 1000:.3f} ms; "
         f"{PAIRS} pairs, one question each, over the instant server; load average "
         f"{' / '.join(map(str, load_before))} before",
     )
@@ -351,8 +371,12 @@ def run() -> Section:
         instant_server(recorded_body(CASSETTE), Path(scratch)) as up,
         _gateway(up.base_url, "--method", "logprobs") as gateway,
     ):
-        pairs = {route: asyncio.run(_overhead(up.base_url, gateway, route)) for route in ROUTES}
-    overhead_figures = [_overhead_figure(route, *pairs[route], load_before) for route in ROUTES]
+        pairs = {
+            (route, connection): asyncio.run(_overhead(up.base_url, gateway, route, connection))
+            for connection in CONNECTIONS
+            for route in ROUTES
+        }
+    overhead_figures = [_overhead_figure(*key, *pairs[key], load_before) for key in pairs]
     serve_args = ("--ctx-size", str(4096 * SLOTS), "-np", str(SLOTS), "--jinja")
     flags = (
         "--api",
@@ -450,6 +474,10 @@ def run() -> Section:
         notes=[
             f"The overhead pairs: the gateway runs in its own process (Uvicorn, one worker), the instant "
             "server in another, the client in this one; a pair alternates which side goes first. The "
+            "caller posts to the gateway with httpx. The gateway asks its upstream over its own aiohttp "
+            "connection (jevper/_http.py), not the openai SDK: the target compares it with the client "
+            "over the openai SDK (what a user hands it); the figures 'over the gateway's own connection' "
+            "compare it with the client over that same connection, which leaves the extra hop's cost. The "
             f"throughput: the embedded llama.cpp with `{' '.join(serve_args)}`, `method='grammar'` and "
             "`max_tokens: 1` on both sides.",
             "Side by side: three identical llama.cpp b11549 servers "

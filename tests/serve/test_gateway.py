@@ -347,6 +347,16 @@ def test_a_config_that_cannot_work_cannot_be_made(upstream: FaultServer) -> None
         create_app(config)
 
 
+def test_an_upstream_key_that_cannot_travel_as_a_header_is_refused_at_start_up_never_quoted(
+    upstream: FaultServer,
+) -> None:
+    config = GatewayConfig(upstream=upstream.base_url(), model="smollm2", upstream_api_key="sk-secret\n")
+    refused = r"^--upstream-api-key: .*expected an api_key of printable ASCII"
+    with pytest.raises(ConfigError, match=refused) as no:
+        create_app(config)
+    assert "sk-secret" not in str(no.value)
+
+
 class _FailingCompletions:
     """A Chat Completions resource that fails the way no jevper error does: a bug, as far as the gateway
     can tell."""

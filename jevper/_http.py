@@ -1,8 +1,10 @@
-"""The batch core's connection to a server: an SDK-shaped client over an ``aiohttp.ClientSession``.
+"""jevper's own connection to an OpenAI-style server: an SDK-shaped client over an ``aiohttp.ClientSession``.
 
 ``AsyncSystemOneClient`` asks whatever SDK-shaped object it is handed (jevper._transport duck-types
-it); for every OpenAI-style server the batch core hands it this, because the openai SDK's work per
-request bounded a batch's rate. It offers the prompt surfaces' ``with_streaming_response.create()`` and
+it); the batch core and the gateway hand it this for every OpenAI-style server, because the openai
+SDK's work per request bounded a batch's rate and was most of the gateway's own cost per request
+(scripts/bench batch, scripts/bench gateway). An ``Observer`` given sees every request sent (the
+gateway's metrics and request ids). It offers the prompt surfaces' ``with_streaming_response.create()`` and
 the generic ``post()``/``get()`` of jevper's own routes, each body read as it arrives.
 
 aiohttp does the HTTP: kept connections (one pool per server), TLS with the system's authorities
@@ -24,11 +26,12 @@ from __future__ import annotations
 import contextvars
 import json
 import ssl
+import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 from aiohttp.helpers import get_env_proxy_for_url
@@ -46,7 +49,21 @@ KEEPALIVE_S = 4.0
 MAX_REDIRECTS = 20
 
 #: Whether the connection the current request was sent on had carried an earlier one (set per task).
-_KEPT: contextvars.ContextVar[bool] = contextvars.ContextVar("jevper_batch_kept", default=False)
+_KEPT: contextvars.ContextVar[bool] = contextvars.ContextVar("jevper_http_kept", default=False)
+
+
+class Observer(Protocol):
+    """What sees each request a client sends (each attempt, a second one on a new connection included)."""
+
+    def headers(self) -> Mapping[str, str]:
+        """More headers for the request about to be sent (none of them the key)."""
+        ...
+
+    def sent(
+        self, method: str, url: str, seconds: float, status: int | None, error: BaseException | None
+    ) -> None:
+        """The request was answered with ``status`` (its head read) or failed with ``error``."""
+        ...
 
 
 class StatusError(Exception):
@@ -109,8 +126,16 @@ class HTTPClient:
     session opens on the first request, in the event loop that sends it, and ``close()`` ends it.
     """
 
-    def __init__(self, base_url: str, api_key: str | None = None, *, user_agent: str = "jevper") -> None:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        user_agent: str = "jevper",
+        observer: Observer | None = None,
+    ) -> None:
         check_api_key(base_url, api_key)
+        self._observer = observer
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self._headers = {"content-type": "application/json", "accept": "application/json"}
@@ -163,15 +188,19 @@ class HTTPClient:
         url = self.base_url + path
         session = self._open()
         waits = self._timeout(timeout)
+        headers = self._headers
+        if self._observer is not None:
+            headers = {**self._observer.headers(), **headers}
         for last in (False, True):
             _KEPT.set(False)
             self.sent += 1
+            started = time.perf_counter()
             try:
                 answer = await session.request(
                     method,
                     url,
                     data=data,
-                    headers=self._headers,
+                    headers=headers,
                     timeout=waits,
                     max_redirects=MAX_REDIRECTS,
                     proxy=self._proxy,
@@ -180,11 +209,16 @@ class HTTPClient:
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
                 # A kept connection that the server closed as the request went out is asked once more on
                 # a new one; a new connection closed without an answer is the server's failure.
+                failed = failure(exc, method, url, timeout)
+                self._observe(method, url, started, None, failed)
                 if last or not _KEPT.get() or isinstance(exc, aiohttp.ClientConnectorError):
-                    raise failure(exc, method, url, timeout) from exc
+                    raise failed from exc
                 continue
             except aiohttp.ClientError as exc:
-                raise failure(exc, method, url, timeout) from exc
+                failed = failure(exc, method, url, timeout)
+                self._observe(method, url, started, None, failed)
+                raise failed from exc
+            self._observe(method, url, started, answer.status, None)
             break
         coding = answer.headers.get("content-encoding")
         if coding is not None:
@@ -197,6 +231,12 @@ class HTTPClient:
                 response.close()
             raise StatusError(answer.status, ErrorResponse(answer.headers, content))
         return response
+
+    def _observe(
+        self, method: str, url: str, started: float, status: int | None, error: BaseException | None
+    ) -> None:
+        if self._observer is not None:
+            self._observer.sent(method, url, time.perf_counter() - started, status, error)
 
     def _open(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
