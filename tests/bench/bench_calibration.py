@@ -4,13 +4,15 @@ For each model the embedded llama.cpp b11549 serves (SmolLM2-135M, and Qwen2.5-C
 fetched on first use), started with two slots: every row asked the three questions (logprobs over Chat
 Completions), each choice asked again under every rotation of its options, and the content-free states
 asked; then ``evaluate_files`` with ``fit``: accuracy, top-label ECE (15 equal-width bins) and NLL before
-and held out after, and the position flip rate raw and after the label-free prior correction. The
+and held out after, and the position flip rate raw and after the label-free prior correction (and
+the lowest any correction by answer position reaches on the same answers). The
 evaluation's own cost: its rows/s against the server's ceiling, raw concurrent SDK calls of the very
 bodies the batch core sent for a sample of rows (captured on a first pass, so both sides meet a warm
 prompt cache), in alternating rounds, the faster of each kept.
 
-The 1.5B answers about 0.4 rows/s on two cores, so it gets every second row, and SmolLM2 every third
-(ROWS). ``JEVPER_BENCH_CALIBRATION_MODELS=a,b`` runs those models alone and keeps the others' last runs
+Rows (ROWS): all 240 of tickets.csv for the 0.5B, every third for SmolLM2, and 720 drawn by the script
+that wrote tickets.csv for the 1.5B, whose ECE has a target, the first 240 of them rotated.
+``JEVPER_BENCH_CALIBRATION_MODELS=a,b`` runs those models alone and keeps the others' last runs
 (artifacts/calibration/<model>/bench.json); set and empty, it renders the section from those alone.
 Each model's metrics.json and report.html stay in artifacts/calibration/<model>/.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import importlib.util
 import json
 import os
 import random
@@ -41,10 +44,13 @@ TICKETS = ROOT / "tests" / "fixtures" / "labelled" / "tickets.csv"
 QUESTIONS = TICKETS.with_name("tickets.questions.json")
 ARTIFACTS = ROOT / "artifacts" / "calibration"
 SECTION = ("calibration", "Evaluation and calibration on real models", "scripts/bench calibration")
-#: Rows asked of each model: all 240 of the 0.5B; every second one of the 1.5B (0.4 rows/s on two
-#: cores); every third one of SmolLM2, whose answers by logprobs run to hundreds of tokens at times
-#: (0.7 requests/s, where the 0.5B answered 3).
-ROWS = {"smollm2": 80, "qwen2.5-coder-0.5b": 240, "qwen2.5-coder-1.5b": 120}
+#: Rows asked of each model: all 240 of the 0.5B; every third one of SmolLM2, whose answers by logprobs
+#: run to hundreds of tokens at times. The 1.5B, whose held-out ECE has a target, gets 720 tickets drawn
+#: by the same script (make_tickets.tickets(720)): over 240 rows, a perfectly calibrated model's ECE in
+#: 15 bins is itself above the target (the floor each ECE figure shows beside it).
+ROWS = {"smollm2": 80, "qwen2.5-coder-0.5b": 240, "qwen2.5-coder-1.5b": 720}
+#: Rows asked again under each rotation of a choice's options (the first ones; all where not named).
+ROTATED_ROWS = {"qwen2.5-coder-1.5b": 240}
 TARGETED = "qwen2.5-coder-1.5b"
 SLOTS = 2
 FOLDS = 5
@@ -74,21 +80,115 @@ def run() -> Section:
             # The figures are read from the run's metrics.json again, so a figure added since is there too.
             metrics = json.loads((ARTIFACTS / model / "metrics.json").read_text())
             results[model]["questions"] = {qid: _figures(q) for qid, q in metrics["questions"].items()}
+            for qid, q in results[model]["questions"].items():
+                if q["flip"] is not None:
+                    q["flip_by_position"] = _best_by_position(ARTIFACTS / model, qid)
     return _section(results)
 
 
+def _orders_and_answers(folder: Path, qid: str) -> list[tuple[list[str], dict[str, dict[str, float]]]]:
+    """Each order a choice was asked in (the original first, then each rotation's questions file) with
+    every row's distribution over its options, from the answer files the run left."""
+    import pyarrow.parquet as pq
+
+    files = [(json.loads(QUESTIONS.read_text())[qid]["criteria"], folder / "answers.parquet")]
+    for by in range(1, len(files[0][0])):
+        asked = json.loads((folder / f"questions.rotated-{by}.json").read_text())
+        files.append((asked[qid]["criteria"], folder / f"answers.rotated-{by}.parquet"))
+    out = []
+    for criteria, path in files:
+        rows = pq.read_table(path, columns=["id", qid]).to_pylist()
+        answered = {r["id"]: dict(r[qid]["probabilities"]) for r in rows if r[qid]}
+        out.append((list(criteria), answered))
+    return out
+
+
+def _best_by_position(folder: Path, qid: str, samples: int = 20_000, restarts: int = 12) -> float | None:
+    """The lowest flip rate found for any one correction by answer position: a weight per position
+    (the first fixed at 1) that every order's distribution is divided by, sought by coordinate descent
+    over a grid of log-weights from the best of many random weights. Where the bias is the position's,
+    the prior corrections are of this kind: a target under this rate is out of their reach. (A weight
+    per option could make every answer the same one, with no flips and no use; a weight per position
+    cannot, as the options move between positions.)"""
+    try:
+        asked = _orders_and_answers(folder, qid)
+    except (OSError, KeyError):
+        return None
+    import numpy as np
+
+    opts = asked[0][0]
+    ids = sorted(set.intersection(*(set(answers) for _, answers in asked)))
+    if not ids:
+        return None
+    # logp[o, i, j]: order o, row i, option j (in the original order); at[o, j]: option j's position.
+    logp = np.log(np.clip([[[a[r][x] for x in opts] for r in ids] for _, a in asked], 1e-12, None))
+    at = np.array([[order.index(x) for x in opts] for order, _ in asked])
+
+    def flips(weights: Any) -> float:
+        chosen = (logp - weights[at][:, None, :]).argmax(-1)
+        return float((chosen[1:] != chosen[0]).mean())
+
+    grid = np.arange(-8.0, 8.0001, 0.05)
+    rng = np.random.default_rng(0)
+    # Starts: no correction, and the best of many random weights (the rate is a step function of them).
+    drawn = np.concatenate([np.zeros((samples, 1)), rng.normal(0, 1.5, (samples, len(opts) - 1))], axis=1)
+    ranked = sorted(drawn, key=flips)
+    best = flips(np.zeros(len(opts)))
+    for w in [np.zeros(len(opts)), *ranked[:restarts]]:
+        current = flips(w)
+        improved = True
+        while improved:
+            improved = False
+            for k in range(1, len(opts)):
+                trials = np.repeat(w[None, :], len(grid), 0)
+                trials[:, k] = grid
+                values = [flips(t) for t in trials]
+                pick = int(np.argmin(values))
+                if values[pick] < current:
+                    w, current, improved = trials[pick], values[pick], True
+        best = min(best, current)
+    return best
+
+
 def _subset(model: str, folder: Path) -> Path:
-    """The labelled rows asked of ``model``: every one, or every second one."""
+    """The labelled rows asked of ``model``: every one of tickets.csv, every n-th one, or more drawn by
+    the script that wrote it."""
     with TICKETS.open(newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
+    if ROWS[model] > len(rows):
+        rows = _script().tickets(ROWS[model])
     step = len(rows) // ROWS[model]
-    chosen = rows[::step][: ROWS[model]]
-    path = folder / "labelled.csv"
+    return _write(folder / "labelled.csv", rows[::step][: ROWS[model]])
+
+
+def _described(model: str) -> str:
+    """Where ``model``'s rows came from, and which were asked again under rotations."""
+    with TICKETS.open(newline="", encoding="utf-8") as f:
+        kept = sum(1 for _ in csv.DictReader(f))
+    n = ROWS[model]
+    if n > kept:
+        told = f"{n} tickets drawn by {TICKETS.with_name('make_tickets.py').relative_to(ROOT)}"
+    else:
+        told = f"{n} of the {kept} rows of {TICKETS.relative_to(ROOT)}"
+    rotated = ROTATED_ROWS.get(model)
+    return told + (f", the first {rotated} of them rotated" if rotated else ", every one rotated")
+
+
+def _write(path: Path, rows: list[dict[str, str]]) -> Path:
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
-        writer.writerows(chosen)
+        writer.writerows(rows)
     return path
+
+
+def _script() -> Any:
+    """tests/fixtures/labelled/make_tickets.py, which wrote tickets.csv."""
+    spec = importlib.util.spec_from_file_location("make_tickets", TICKETS.with_name("make_tickets.py"))
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
 
 
 def _model(model: str) -> dict[str, Any]:
@@ -107,11 +207,16 @@ def _model(model: str) -> dict[str, Any]:
         asking = time.perf_counter() - t0
         turned = []
         t0 = time.perf_counter()
+        again = labelled
+        if model in ROTATED_ROWS:
+            with labelled.open(newline="", encoding="utf-8") as f:
+                first = list(csv.DictReader(f))[: ROTATED_ROWS[model]]
+            again = _write(folder / "labelled.rotated.csv", first)
         for by, questions in enumerate(rotations(given, asked), 1):
             path = folder / f"questions.rotated-{by}.json"
             write_atomically(path, json.dumps(questions, indent=2) + "\n")
             out = folder / f"answers.rotated-{by}.parquet"
-            turned.append((path, asyncio.run(ask(labelled, questions, servers, out, **options))))
+            turned.append((path, asyncio.run(ask(again, questions, servers, out, **options))))
         rotating = time.perf_counter() - t0
         priors = asyncio.run(content_free(given, servers, folder, **options))
         try:
@@ -123,7 +228,7 @@ def _model(model: str) -> dict[str, Any]:
     evaluation = evaluate_files(
         labelled, QUESTIONS, answers, rotated=turned, fit=True, folds=FOLDS, content_free=priors
     )
-    source = {"labelled": f"{ROWS[model]} rows of {TICKETS.relative_to(ROOT)}", "model": model}
+    source = {"labelled": _described(model), "model": model}
     metrics = evaluation.to_json(source)
     scoring = time.perf_counter() - t0
     write_atomically(folder / "metrics.json", json.dumps(metrics, indent=2) + "\n")
@@ -133,6 +238,7 @@ def _model(model: str) -> dict[str, Any]:
         "model_name": provenance["model_name"],
         "release": provenance["release"],
         "rows": ROWS[model],
+        "labelled": _described(model),
         "wall_s": time.perf_counter() - begun,
         "start_s": started,
         "asking_s": asking,
@@ -277,9 +383,10 @@ def _section(results: dict[str, dict[str, Any]]) -> Section:
         f"over Chat Completions on llama.cpp b11549 ({SLOTS} slots); 'after' is held out ({FOLDS}-fold: "
         "each fold calibrated by the method an inner cross-validation chose on the other folds); 'Chosen' "
         "is the method fit on all rows. The flip rate is the share of answers to the team question that "
-        "change when its four options are rotated, raw and after the label-free prior correction. "
-        f"Rows: {', '.join(f'{m} {n}' for m, n in ROWS.items())} (every second ticket for the 1.5B, every "
-        "third for SmolLM2, whose answers ran to hundreds of tokens at times). A row with an answer that "
+        "change when its four options are rotated, raw and after the label-free prior correction; beside "
+        "it, the lowest rate any one correction by answer position was found to reach on the same answers "
+        "(sought on those very answers, so a correction fit elsewhere is not expected to do better). "
+        f"Rows: {'; '.join(f'{m}: {_rows_of(r)}' for m, r in results.items())}. A row with an answer that "
         "could not be read is left out of the figures ('Rows answered of asked'): under logprobs SmolLM2 "
         "often began with prose ('The answer ...'), a LabelReadoutError. Each model's metrics.json "
         "and report.html are in artifacts/calibration/<model>/.",
@@ -287,6 +394,11 @@ def _section(results: dict[str, dict[str, Any]]) -> Section:
     return Section(
         key=SECTION[0], title=SECTION[1], command=SECTION[2], figures=figures, notes=notes, table=table
     )
+
+
+def _rows_of(r: dict[str, Any]) -> str:
+    """What a kept run says of its rows (a run from before it said so: its count of tickets.csv's)."""
+    return str(r.get("labelled") or f"{r['rows']} rows of {TICKETS.relative_to(ROOT)}, every one rotated")
 
 
 def _model_figures(model: str, r: dict[str, Any]) -> list[Figure]:
@@ -361,7 +473,9 @@ def _model_figures(model: str, r: dict[str, Any]) -> list[Figure]:
                     f"<= {MAX_FLIP_SHARE}",
                     share <= MAX_FLIP_SHARE,
                     load,
-                    f"{_f(q['flip'])} raw, {_f(q['flip_corrected'])} after the prior correction",
+                    f"{_f(q['flip'])} raw, {_f(q['flip_corrected'])} after the prior correction; the "
+                    "lowest any one correction by answer position was found to reach on the same answers "
+                    f"{_f(q.get('flip_by_position'))} (a search over a weight per position)",
                     r["measured"],
                 )
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from pathlib import Path
@@ -92,3 +93,45 @@ def test_a_part_measured_again_replaces_only_its_figures_and_carries_its_own_tim
     when = section.figures[1].measured_at
     assert next(line for line in lines if line.startswith("| stage anchor")).endswith(f"| {when} |")
     assert f"- **stage anchor** (measured {when}, apart from the rest): after" in lines
+
+
+def test_the_search_for_a_correction_by_position_finds_one_that_undoes_a_known_position_bias(
+    tmp_path: Path,
+) -> None:
+    import bench_calibration
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    criteria = json.loads(bench_calibration.QUESTIONS.read_text())["team"]["criteria"]
+    options = list(criteria)
+    bias = [0.0, 2.0, 0.5, 3.0]  # each position's pull, in log-probability
+    rng = __import__("random").Random(5)
+    truth = {f"r{i}": rng.randrange(4) for i in range(60)}
+
+    def answers(order: list[str]) -> pa.Table:
+        rows = []
+        for rid, right in truth.items():
+            logit = {x: (1.0 if options.index(x) == right else 0.0) + bias[order.index(x)] for x in order}
+            total = sum(math.exp(v) for v in logit.values())
+            rows.append(
+                {"id": rid, "team": {"probabilities": [(x, math.exp(v) / total) for x, v in logit.items()]}}
+            )
+        kind = pa.struct([("probabilities", pa.map_(pa.string(), pa.float64()))])
+        return pa.Table.from_pylist(rows, schema=pa.schema([("id", pa.string()), ("team", kind)]))
+
+    pq.write_table(answers(options), tmp_path / "answers.parquet")
+    for by in range(1, 4):
+        order = options[by:] + options[:by]
+        asked = {"team": {"type": "choice", "criteria": {x: criteria[x] for x in order}}}
+        (tmp_path / f"questions.rotated-{by}.json").write_text(json.dumps(asked))
+        pq.write_table(answers(order), tmp_path / f"answers.rotated-{by}.parquet")
+    # Uncorrected, the pull of the last positions outweighs the right answer's: answers move with them.
+    first = {rid: max(range(4), key=lambda p: (p == right) + bias[p]) for rid, right in truth.items()}
+    moved = [
+        first[rid] != max(range(4), key=lambda j: (j == right) + bias[(j - by) % 4])
+        for by in range(1, 4)
+        for rid, right in truth.items()
+    ]
+    assert sum(moved) / len(moved) > 0.5
+    assert bench_calibration._best_by_position(tmp_path, "team") == 0.0
+    assert bench_calibration._best_by_position(tmp_path / "absent", "team") is None
