@@ -46,24 +46,41 @@ def calibrated(
     options: Options, questions: Sequence[tuple[str, Question]], response: SystemOneResponse
 ) -> SystemOneResponse:
     """``response`` with every answer the client's calibration holds a map for calibrated."""
+    asked = [(qid, question, response.answers[qid]) for qid, question in questions]
+    answers, trace = calibrate(options, asked)
+    if trace is None:
+        return response
+    return replace(
+        response,
+        answers={qid: answer for (qid, _, _), answer in zip(asked, answers, strict=True)},
+        debug={**response.debug, "calibration": trace.to_dict()},
+    )
+
+
+def calibrate(
+    options: Options, asked: Sequence[tuple[str, Question, Answer]]
+) -> tuple[list[Answer], Calibrated | None]:
+    """Each answer, in order, calibrated where the calibration holds a map for its question's id (a
+    Decisions question's id is its name); None for the trace when the client has no calibration."""
     calibration = options.calibration
     if calibration is None:
-        return response
-    fitted = [(qid, q) for qid, q in questions if qid in calibration.questions]
+        return [answer for _, _, answer in asked], None
+    fitted = [(qid, q) for qid, q, _ in asked if qid in calibration.questions]
     if any(calibration.questions[qid].prompt_digest is None for qid, _ in fitted):
         # A file without each question's own digest: only the whole layout can be compared.
-        calibration.check_fields(prompt_digest=prompt_digest(dict(questions)))
+        calibration.check_fields(prompt_digest=prompt_digest({qid: q for qid, q, _ in asked}))
     for qid, question in fitted:
         calibration.check_layout(qid, question)
-    answers = dict(response.answers)
-    for qid, question in fitted:
-        answers[qid] = _mapped(calibration, options, qid, question, answers[qid])
+    answers = [
+        _mapped(calibration, options, qid, question, answer) if qid in calibration.questions else answer
+        for qid, question, answer in asked
+    ]
     trace = Calibrated(
         calibration.source,
         {qid: calibration.questions[qid].calibrator.method for qid, _ in fitted},
-        tuple(qid for qid, _ in questions if qid not in calibration.questions),
+        tuple(qid for qid, _, _ in asked if qid not in calibration.questions),
     )
-    return replace(response, answers=answers, debug={**response.debug, "calibration": trace.to_dict()})
+    return answers, trace
 
 
 def _mapped(

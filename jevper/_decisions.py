@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from jevper import _json
+from jevper._calibrated import calibrate
 from jevper._client_base import Plan, question_trace
 from jevper._engine import Answered
 from jevper._errors import (
@@ -38,7 +39,7 @@ from jevper.decision_answers import (
     answered,
     from_api,
 )
-from jevper.decisions import DecisionRequest, decision_request
+from jevper.decisions import DecisionQuestion, DecisionRequest, decision_request
 from jevper.models import SystemOneResponse
 
 #: What a question's answer may fail by without costing the others: the model answered prose, or
@@ -103,11 +104,13 @@ def plan(
 
 def asks_natively(options: Options, memory: Memory) -> bool:
     """Whether the call goes to the server's POST /v1/decisions first: api="decisions"; or api="auto"
-    with nothing the route cannot carry (a method, examples, a thinking budget), for a model not known
-    to lack the route."""
+    with nothing the route cannot carry (a method, examples, a thinking budget, a calibration, which is
+    fit on a prompt surface's answers), for a model not known to lack the route."""
     if options.api == wire.SURFACE:
         return True
     if options.api != "auto" or options.method != "auto" or options.examples or options.reasoning:
+        return False
+    if options.calibration is not None:
         return False
     note = memory.decisions_route(options.model)
     return note is None or note.value == wire.SURFACE
@@ -156,13 +159,28 @@ def _not_served(error: JevperError) -> bool:
 
 
 def from_system_one(call: DecisionCall, response: SystemOneResponse) -> DecisionResponse:
-    """System One's answers (api="systemone", or a decision model under api="auto") in the API's terms."""
+    """System One's answers (api="systemone", or a decision model under api="auto") in the API's terms,
+    calibrated as ``assembled``'s are."""
+    asked = [
+        (_calibration_id(i, q), q.question, response.answers[qid(i)])
+        for i, q in enumerate(call.request.questions)
+    ]
+    mapped, calibration = calibrate(call.options, asked)
+    debug = dict(response.debug)
+    if calibration is not None:
+        debug["calibration"] = calibration.to_dict()
     answers = tuple(
-        answered(question, response.answers[qid(i)]) for i, question in enumerate(call.request.questions)
+        answered(question, answer) for question, answer in zip(call.request.questions, mapped, strict=True)
     )
     return DecisionResponse(
-        answers, response.model or call.options.model, DecisionUsage.of(response.usage), response.debug
+        answers, response.model or call.options.model, DecisionUsage.of(response.usage), debug
     )
+
+
+def _calibration_id(index: int, question: DecisionQuestion) -> str:
+    """The id a client's calibration knows a question by: its name (what a System One question's id is
+    when the same questions are asked both ways), else its place."""
+    return question.name if question.name is not None else qid(index)
 
 
 def outcome(answer: Callable[[], Answered]) -> Answered | JevperError:
@@ -180,18 +198,28 @@ def assembled(
     """The prompt surfaces' answers, each read failure a refusal in its question's place; the debug as
     ``system_one``'s (each question's trace, the server limits met, the route under api="auto")."""
     model = call.options.model
+    questions = call.request.questions
+    read = [
+        (_calibration_id(i, q), q.question, got.answer)
+        for i, (q, got) in enumerate(zip(questions, outcomes, strict=True))
+        if isinstance(got, Answered)
+    ]
+    mapped, calibration = calibrate(call.options, read)
+    calibrated_answers = iter(mapped)
     answers: list[DecisionAnswer] = []
     trace: dict[str, Any] = {}
     limits: dict[str, str] = {}
-    for i, (question, got) in enumerate(zip(call.request.questions, outcomes, strict=True)):
+    for i, (question, got) in enumerate(zip(questions, outcomes, strict=True)):
         if isinstance(got, Answered):
-            answers.append(answered(question, got.answer))
+            answers.append(answered(question, next(calibrated_answers)))
             trace[qid(i)] = question_trace(got).to_dict()
             limits.update(memory.server_limits(model, got.surface))
         else:
             answers.append(DecisionRefusal(question.name, str(got)))
             trace[qid(i)] = {"refused": f"{type(got).__name__}: {got}"}
     debug: dict[str, Any] = {"questions": trace, "server_limits": limits}
+    if calibration is not None:
+        debug["calibration"] = calibration.to_dict()
     if call.options.api == "auto":
         chosen, declined = memory.routes.get(model), memory.decisions_route(model)
         debug["route"] = {

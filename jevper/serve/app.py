@@ -394,7 +394,7 @@ class Gateway:
         if isinstance(answered, Response):
             return answered
         self.metrics.decided(answered)
-        return JSONResponse(answered.to_api())
+        return JSONResponse(answered.to_api(), headers=calibrated_header(answered))
 
     async def _asked(
         self, call: Callable[[AsyncSystemOneClient], Awaitable[T]], envelope: Envelope
@@ -487,8 +487,9 @@ class Gateway:
 CALIBRATED_HEADER = "x-jevper-calibrated"
 
 
-def calibrated_header(answered: SystemOneResponse) -> dict[str, str]:
-    """The answer says it was calibrated, in a header: the System One body has no field for it."""
+def calibrated_header(answered: SystemOneResponse | DecisionResponse) -> dict[str, str]:
+    """The answer says it was calibrated, in a header: neither API's body has a field for it (a Decisions
+    question is calibrated under its name)."""
     methods = answered.debug.get("calibration", {}).get("calibrated", {})
     return {CALIBRATED_HEADER: ", ".join(f"{qid}={m}" for qid, m in methods.items())} if methods else {}
 

@@ -18,6 +18,7 @@ from openai import AsyncOpenAI, OpenAI
 
 from jevper import AsyncSystemOneClient, CalibrationMismatchError, ConfigError, SystemOneClient
 from jevper.calibration import Binding, Calibration, Calibrator, QuestionCalibration, prompt_digest
+from jevper.decision_answers import DecisionChoice, DecisionPredicate
 from jevper.testing.faults import FaultServer, running
 
 QUESTIONS: dict[str, Any] = {
@@ -30,17 +31,26 @@ QUESTIONS: dict[str, Any] = {
 }
 FIT = {qid: QUESTIONS[qid] for qid in ("topic", "urgent")}  # "anger" has no map: passed through
 BOUND = Binding("llamacpp", "b11549", "fault-model", "grammar", "chat_completions", prompt_digest(FIT))
-CALIBRATION = Calibration(
-    BOUND,
-    {
-        "topic": QuestionCalibration(
-            "choice", ("billing", "other", "shipping"), Calibrator("prior", prior=(0.9, 0.05, 0.05)), {}
-        ),
-        "urgent": QuestionCalibration("noul", ("true", "false"), Calibrator("platt", platt=(1.0, -2.0)), {}),
-    },
-    folds=5,
-    seed=0,
-).with_layouts(FIT)
+
+
+def fit_on(fit: dict[str, Any]) -> Calibration:
+    """A prior correction for "topic" and Platt scaling for "urgent", bound to ``fit``'s layouts."""
+    return Calibration(
+        dataclasses.replace(BOUND, prompt_digest=prompt_digest(fit)),
+        {
+            "topic": QuestionCalibration(
+                "choice", ("billing", "other", "shipping"), Calibrator("prior", prior=(0.9, 0.05, 0.05)), {}
+            ),
+            "urgent": QuestionCalibration(
+                "noul", ("true", "false"), Calibrator("platt", platt=(1.0, -2.0)), {}
+            ),
+        },
+        folds=5,
+        seed=0,
+    ).with_layouts(fit)
+
+
+CALIBRATION = fit_on(FIT)
 
 
 @pytest.fixture(scope="module")
@@ -194,3 +204,91 @@ def test_a_calibration_path_that_is_not_a_calibration_is_a_config_error_naming_i
         client(faults, calibration=bad)
     with pytest.raises(ConfigError, match=r"expected a Calibration or the path"):
         client(faults, calibration=3)
+
+
+#: The fitted questions in the Decisions API's shape (whose choices need instructions), named as the
+#: calibration knows them, and one unnamed.
+WHICH = "Which team handles it?"
+DECIDED_FIT = {"topic": {**QUESTIONS["topic"], "instructions": WHICH}, "urgent": QUESTIONS["urgent"]}
+DECIDED: list[dict[str, Any]] = [
+    {
+        "type": "choice",
+        "name": "topic",
+        "instructions": WHICH,
+        "choices": [
+            {"value": "billing", "description": "a charge"},
+            {"value": "other", "description": "anything else"},
+            {"value": "shipping"},
+        ],
+    },
+    {"type": "predicate", "name": "urgent", "instructions": "Does the writer need an answer today?"},
+    {"type": "predicate", "instructions": "Does the writer need an answer today?"},
+]
+
+
+def test_decisions_create_calibrates_each_question_named_as_a_fitted_one_as_system_one_does(
+    faults: FaultServer,
+) -> None:
+    calibration = fit_on(DECIDED_FIT)
+    asked = client(faults, calibration=calibration).system_one
+    expected = asked(state="charged twice", questions=DECIDED_FIT)
+    raw = client(faults).decisions.create(input="charged twice", questions=DECIDED)
+    done = client(faults, calibration=calibration).decisions.create(input="charged twice", questions=DECIDED)
+    topic, urgent, unnamed = done.answers
+    assert isinstance(topic, DecisionChoice) and isinstance(urgent, DecisionPredicate)
+    assert {p.value: p.probability for p in topic.probabilities} == pytest.approx(
+        expected.answers["topic"].probabilities
+    )
+    assert topic.choice == expected.answers["topic"].choice == "other" != raw.answers[0].choice  # type: ignore[union-attr]
+    assert urgent.probability == pytest.approx(expected.answers["urgent"].noul)
+    assert unnamed == raw.answers[2]
+    assert done.debug["calibration"]["calibrated"] == {"topic": "prior", "urgent": "platt"}
+    assert done.debug["calibration"]["passed_through"] == ["questions[2]"]
+    assert raw.to_api() != done.to_api()
+    openai_types = pytest.importorskip("openai.types")
+    openai_types.Decision.model_validate(done.to_api())
+
+
+def test_decisions_create_refuses_a_question_named_as_a_fitted_one_but_asked_otherwise(
+    faults: FaultServer,
+) -> None:
+    reworded = [{**DECIDED[1], "instructions": "Is it urgent?"}]
+    with pytest.raises(CalibrationMismatchError, match="urgent"):
+        client(faults, calibration=fit_on(DECIDED_FIT)).decisions.create(
+            input="charged twice", questions=reworded
+        )
+
+
+def test_the_async_decisions_create_calibrates_alike(faults: FaultServer) -> None:
+    calibration = fit_on(DECIDED_FIT)
+    blocking = client(faults, calibration=calibration).decisions.create(
+        input="charged twice", questions=DECIDED
+    )
+    assert blocking.debug["calibration"]["calibrated"] == {"topic": "prior", "urgent": "platt"}
+
+    async def asked() -> Any:
+        sdk = AsyncOpenAI(base_url=faults.base_url(), api_key="none")
+        made = AsyncSystemOneClient(sdk, model="fault-model", api="chat_completions", calibration=calibration)
+        try:
+            return await made.decisions.create(input="charged twice", questions=DECIDED)
+        finally:
+            await sdk.close()
+
+    assert asyncio.run(asked()).to_api()["answers"] == blocking.to_api()["answers"]
+
+
+def test_under_api_auto_a_calibrated_client_does_not_take_the_servers_own_decisions_route(
+    faults: FaultServer,
+) -> None:
+    fitted = fit_on(DECIDED_FIT)
+    # Fit on what api="auto" reads on the fault server: its Responses surface.
+    calibration = dataclasses.replace(
+        fitted, bound_to=dataclasses.replace(fitted.bound_to, surface="responses")
+    )
+    plain = client(faults, api="auto").decisions.create(input="charged twice", questions=DECIDED)
+    assert plain.debug["questions"]["questions[0]"]["surface"] == "decisions"  # the server's own answer
+    done = client(faults, api="auto", calibration=calibration).decisions.create(
+        input="charged twice", questions=DECIDED
+    )
+    assert done.debug["calibration"]["calibrated"] == {"topic": "prior", "urgent": "platt"}
+    assert done.debug["route"]["decisions"] == "POST /v1/decisions not asked"

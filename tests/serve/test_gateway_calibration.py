@@ -79,6 +79,32 @@ def test_a_request_asking_a_calibrated_question_with_other_options_is_a_422_nami
     assert plain.status_code == 200 and CALIBRATED_HEADER not in plain.headers
 
 
+def test_decisions_are_calibrated_by_question_name_and_a_named_question_asked_otherwise_is_a_400(
+    upstream: FaultServer,
+) -> None:
+    choices = [{"value": "billing"}, {"value": "shipping", "description": "parcels"}]
+    choices.append({"value": "technical", "description": "bugs"})
+    fit = {"topic": {**QUESTIONS["topic"], "instructions": "Which team?"}}
+    calibration = dataclasses.replace(CALIBRATION, bound_to=dataclasses.replace(BOUND, prompt_digest=None))
+    calibration = calibration.with_layouts(fit)
+    topic = {"type": "choice", "name": "topic", "instructions": "Which team?", "choices": choices}
+    body = {"model": "smollm2", "input": "I was charged twice.", "questions": [topic]}
+    with gateway(upstream, calibration) as app:
+        reply = app.post("/v1/decisions", json=body)
+        plain = app.post("/v1/decisions", json={**body, "questions": [{**topic, "name": None}]})
+        other = app.post("/v1/decisions", json={**body, "questions": [{**topic, "instructions": "Who?"}]})
+    assert reply.status_code == plain.status_code == 200, (reply.text, plain.text)
+    assert reply.headers[CALIBRATED_HEADER] == "topic=temperature"
+    assert CALIBRATED_HEADER not in plain.headers
+    calibrated, raw = (
+        max(p["probability"] for p in r.json()["answers"][0]["probabilities"]) for r in (reply, plain)
+    )
+    assert calibrated < 0.6 < raw  # T = 3 flattens the fault server's 0.82
+    assert other.status_code == 400, other.text
+    assert other.json()["error"]["param"] == "questions"
+    assert "calibration of 'topic': expected the question as it was fit" in other.json()["error"]["message"]
+
+
 def test_a_calibration_for_another_model_is_refused_before_anything_starts(
     upstream: FaultServer, tmp_path: Path
 ) -> None:
