@@ -23,7 +23,7 @@ from jevper.probe.recording import UNANSWERED, Layout, MergeError, ProbeResult, 
 from jevper.probe.runner import Sent
 from jevper.servers import SpawnedServer, SpawnError, load_spawner
 from jevper.servers.console import outliving_reader
-from jevper.servers.flags import API_KEY_HELP, HelpFormatter, api_key, url_and_model
+from jevper.servers.flags import API_KEY_HELP, HelpFormatter, Renamed, api_key, renamed, url_and_model
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -80,14 +80,25 @@ def record_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--dry-run", action="store_true", help="print the requests; no network")
     parser.add_argument("--spawn", action="store_true", help="start the server on a free loopback port")
-    parser.add_argument("--server-version", help="the release to record under, when the server does not say")
+    spawners = {p.name: load_spawner(p.spawner, p.name) for p in load_presets().values() if p.spawner}
+    chosen = "; ".join(
+        f"{kind}: one of {', '.join(s.releases)}, default {s.releases[0]}"
+        for kind, s in sorted(spawners.items())
+        if s.releases
+    )
+    parser.add_argument(
+        "--release",
+        metavar="RELEASE",
+        help="the server's release: with --base-url, what the recording is named when the server does not "
+        f"state it; with --spawn, the release to start where the kind offers a choice ({chosen}), else "
+        "the one the started server must state (default: the server's own)",
+    )
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per request (default 120)")
     catalogue_argument(parser)
     ci.add_arguments(parser)
-    for preset in load_presets().values():
-        if preset.spawner is not None:
-            group = parser.add_argument_group(f"--spawn --server {preset.name}")
-            load_spawner(preset.spawner, preset.name).add_arguments(group)
+    for name, spawner in spawners.items():
+        group = parser.add_argument_group(f"--spawn --server {name}")
+        spawner.add_arguments(group)
 
 
 def run_record(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -120,7 +131,22 @@ def run_record(args: argparse.Namespace, argv: Sequence[str]) -> int:
             startable = sorted(p.name for p in load_presets().values() if p.spawner)
             print(f"--spawn knows {startable}, not {args.server!r}", file=sys.stderr)
             return EXIT_USAGE
-        with load_spawner(preset.spawner, preset.name).start(args, key) as server:
+        spawner = load_spawner(preset.spawner, preset.name)
+        if spawner.releases and args.release not in (None, *spawner.releases):
+            print(
+                f"--release: expected one of {', '.join(spawner.releases)} with --spawn --server "
+                f"{args.server}, got {args.release}",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        with spawner.start(args, key) as server:
+            if args.release is not None and server.version != args.release:
+                print(
+                    f"--release: expected the started {args.server} to be {args.release}, it states "
+                    f"{server.version}; nothing was run",
+                    file=sys.stderr,
+                )
+                return EXIT_USAGE
             spawned = preset.with_overrides(
                 base_url=server.base_url, model=named or args.model or server.model
             )
@@ -156,7 +182,7 @@ class _Run:
             preset,
             command=self.command,
             api_key=self.api_key,
-            release=self.args.server_version,
+            release=None if server else self.args.release,
             server=server,
         )
         check_merge(self.layout, target.key, preset.model, whole=is_whole(probes, self.catalogue))
@@ -241,7 +267,7 @@ def _say_ungraded(results: Sequence[ProbeResult]) -> None:
 
 def replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server", choices=sorted(load_presets()), help="only this server kind's recordings")
-    parser.add_argument("--server-version", help="only this release")
+    parser.add_argument("--release", metavar="RELEASE", help="only this release's recordings")
     parser.add_argument("--only", action="append", metavar="GLOB", help="probe ids to replay (repeatable)")
     parser.add_argument("--out", type=Path, help="replay an --out folder instead of the repository")
     catalogue_argument(parser)
@@ -259,8 +285,8 @@ def run_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
     recordings = [r for r in layout.recordings() if r.provenance == "recorded"]
     if args.server:
         recordings = [r for r in recordings if r.server == args.server]
-    if args.server_version:
-        recordings = [r for r in recordings if r.release == args.server_version]
+    if args.release:
+        recordings = [r for r in recordings if r.release == args.release]
     if not recordings:
         print(f"no recorded fixtures under {layout.fixtures_root} match", file=sys.stderr)
         return EXIT_USAGE
@@ -268,7 +294,7 @@ def run_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
         keys = ", ".join(r.key for r in recordings)
         print(
             f"--baseline, --junit and --json take one recording, {len(recordings)} match ({keys}): "
-            "choose one with --server and --server-version",
+            "choose one with --server and --release",
             file=sys.stderr,
         )
         return EXIT_USAGE
@@ -384,8 +410,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The spellings of the release before the command lines shared one vocabulary.
+RENAMED = (Renamed("--server-version", "--release"),)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+    args = renamed("python -m jevper.probe", list(sys.argv[1:] if argv is None else argv), RENAMED)
     if args and args[0].startswith("-") and args[0] not in ("-h", "--help"):
         args = ["record", *args]
     # A reader gone mid-run (`| head`) once ended a record run at its next progress line, writing nothing

@@ -96,7 +96,7 @@ def target_of(
     if named is None:
         raise SessionError(
             f"{preset.name} at {preset.base_url} does not state its release (a llama.cpp built without git "
-            "metadata says b0-unknown): pass --server-version, e.g. --server-version b11549; nothing was run"
+            "metadata says b0-unknown): pass --release, e.g. --release b11549; nothing was run"
         )
     return Target(
         preset=preset,

@@ -20,6 +20,9 @@ __all__ = ["SpawnError", "SpawnedServer", "Spawner", "load_spawner"]
 
 class Spawner(Protocol):
     kind: str  # the preset it starts
+    #: The releases ``--release`` may choose on ``--spawn``, the first the default; none: the kind starts
+    #: the release installed, which ``--release`` may only name.
+    releases: tuple[str, ...]
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
         """The kind's own options of `record --spawn`."""

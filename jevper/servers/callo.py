@@ -63,6 +63,7 @@ class CalloSpawner:
     """`--spawn --server callo`: callo in front of the embedded llama.cpp."""
 
     kind = "callo"
+    releases: tuple[str, ...] = ()
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
         """callo has no options of its own here: its upstream is always the default llama.cpp."""

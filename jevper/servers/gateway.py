@@ -55,6 +55,7 @@ class GatewaySpawner:
     """`--spawn --server jevper`: jevper's gateway in front of the embedded llama.cpp."""
 
     kind = "jevper"
+    releases: tuple[str, ...] = ()
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
         group.add_argument(

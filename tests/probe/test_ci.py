@@ -42,7 +42,7 @@ def server() -> Iterator[FaultServer]:
 
 
 def record_args(out: Path, base_url: str, *extra: str, only: tuple[str, ...] = ONLY) -> list[str]:
-    argv = ["--server", "llamacpp", "--base-url", base_url, "--server-version", "b1", "--model", "smollm2"]
+    argv = ["--server", "llamacpp", "--base-url", base_url, "--release", "b1", "--model", "smollm2"]
     argv += ["--out", str(out), "--timeout", "5", *extra]
     return [*argv, *(arg for probe_id in only for arg in ("--only", probe_id))]
 

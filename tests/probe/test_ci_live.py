@@ -42,7 +42,7 @@ def rotation(probe_id: str, fault: str) -> tuple[str, ...]:
 
 
 def probe(server_url: str, release: str, out: Path, *extra: str) -> int:
-    argv = ["--server", "llamacpp", "--base-url", server_url, "--server-version", release]
+    argv = ["--server", "llamacpp", "--base-url", server_url, "--release", release]
     argv += ["--out", str(out), "--timeout", "120", *extra]
     return cli.main([*argv, *(arg for probe_id in ONLY for arg in ("--only", probe_id))])
 

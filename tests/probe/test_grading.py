@@ -70,7 +70,7 @@ def test_a_classifier_that_raises_costs_its_probe_the_verdict_and_the_recording_
 def test_the_command_line_says_which_probe_could_not_be_graded_and_exits_1(
     tmp_path: Path, server: FaultServer, broken_classifier: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = ["--server", "llamacpp", "--base-url", server.base_url(), "--server-version", "b1"]
+    argv = ["--server", "llamacpp", "--base-url", server.base_url(), "--release", "b1"]
     status = cli.main([*argv, "--model", "smollm2", "--out", str(tmp_path), "--only", BROKEN])
 
     assert status == cli.EXIT_INCOMPLETE
@@ -84,7 +84,7 @@ def test_mending_the_classifier_and_replaying_grades_the_kept_cassette(
     name = CATALOGUE.get(BROKEN).classifier
     working = CLASSIFIERS[name]
     monkeypatch.setitem(CLASSIFIERS, name, lambda probe, exchanges: {}["top_logprobs"])
-    argv = ["--server", "llamacpp", "--base-url", server.base_url(), "--server-version", "b1"]
+    argv = ["--server", "llamacpp", "--base-url", server.base_url(), "--release", "b1"]
     assert cli.main([*argv, "--model", "smollm2", "--out", str(tmp_path), "--only", BROKEN]) == 1
 
     monkeypatch.setitem(CLASSIFIERS, name, working)

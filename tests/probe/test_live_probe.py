@@ -34,7 +34,7 @@ def keyed_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
     with spawn_llamacpp(api_key=API_KEY, extra_args=RECIPE_ARGS) as server:
         only = [arg for probe_id in DETERMINISTIC for arg in ("--only", probe_id)]
         argv = ["--server", "llamacpp", "--base-url", server.base_url, "--api-key", API_KEY]
-        argv += ["--server-version", server.version, "--out", str(out), "--timeout", "60", *only]
+        argv += ["--release", server.version, "--out", str(out), "--timeout", "60", *only]
         status = cli.main(argv)
         yield out, status, server.version
 
@@ -82,7 +82,7 @@ def test_killing_the_server_mid_run_leaves_fixtures_untouched_and_names_the_prob
                 os.kill(pid, signal.SIGKILL)
 
         monkeypatch.setattr(cli, "_progress", progress_then_kill)
-        argv = ["--server", "llamacpp", "--base-url", server.base_url, "--server-version", DEFAULT_RELEASE]
+        argv = ["--server", "llamacpp", "--base-url", server.base_url, "--release", DEFAULT_RELEASE]
         status = cli.main([*argv, "--out", str(out), "--only", "chat-*"])
     assert status == cli.EXIT_INCOMPLETE
     assert sorted(p.name for p in committed.iterdir()) == before

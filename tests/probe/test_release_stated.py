@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 
 from jevper.probe import cli
 from jevper.probe.presets import get_preset, states_release
+from jevper.servers import SpawnedServer
 
 
 class _Llama(BaseHTTPRequestHandler):
@@ -54,7 +56,7 @@ def llama() -> Iterator[tuple[str, type[_Llama]]]:
 
 
 @pytest.mark.parametrize("build_info", ["b0-unknown", "b1-7e4c0a9"])
-def test_a_llamacpp_that_states_no_release_stops_the_run_and_asks_for_server_version(
+def test_a_llamacpp_that_states_no_release_stops_the_run_and_asks_for_its_release(
     llama: tuple[str, type[_Llama]], build_info: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url, handler = llama
@@ -62,7 +64,7 @@ def test_a_llamacpp_that_states_no_release_stops_the_run_and_asks_for_server_ver
     status = cli.main(["--server", "llamacpp", "--base-url", url, "--out", str(tmp_path)])
     assert status == cli.EXIT_USAGE
     err = capsys.readouterr().err
-    assert "does not state its release" in err and "--server-version" in err and "nothing was run" in err
+    assert "does not state its release" in err and "--release" in err and "nothing was run" in err
     assert handler.posts == []
     assert not (tmp_path / "fixtures").exists() or not any((tmp_path / "fixtures").iterdir())
 
@@ -79,3 +81,81 @@ def test_a_stated_release_is_read_from_the_build_before_its_commit(llama: tuple[
 )
 def test_only_a_version_naming_a_release_counts_as_stated(value: str, states: bool) -> None:
     assert states_release(value) is states
+
+
+def test_the_old_spelling_server_version_still_names_the_release_with_a_warning(
+    llama: tuple[str, type[_Llama]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, _ = llama
+    argv = ["--server", "llamacpp", "--base-url", url, "--server-version", "b77", "--only", "chat-logprobs"]
+    cli.main([*argv, "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert "--server-version is now spelled --release" in err
+    assert (tmp_path / "fixtures" / "llamacpp-b77").is_dir()
+
+
+class _Watched:
+    """A real spawner whose start is only noted."""
+
+    def __init__(self, spawner: Any, started: list[str]) -> None:
+        self.kind, self.releases, self._spawner, self._started = (
+            spawner.kind,
+            spawner.releases,
+            spawner,
+            started,
+        )
+
+    def add_arguments(self, group: Any) -> None:
+        self._spawner.add_arguments(group)
+
+    def start(self, options: Any, api_key: str | None) -> Any:
+        self._started.append(self.kind)
+        raise cli.SpawnError("not started in this test")
+
+
+def test_spawn_refuses_a_release_the_kind_cannot_start_before_starting_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[str] = []
+    real = cli.load_spawner
+    monkeypatch.setattr(cli, "load_spawner", lambda module, kind: _Watched(real(module, kind), started))
+    status = cli.main(["--server", "llamacpp", "--spawn", "--release", "b9999", "--out", str(tmp_path)])
+    assert status == cli.EXIT_USAGE
+    assert "--release: expected one of b11549, b11434, b10434 with --spawn --server llamacpp, got b9999" in (
+        capsys.readouterr().err
+    )
+    assert started == []
+    assert cli.main(["--server", "llamacpp", "--spawn", "--release", "b11434", "--out", str(tmp_path)]) == 3
+    assert started == ["llamacpp"]
+
+
+class _Started:
+    """A spawner of a kind with no choice of release, whose server states another than was asked."""
+
+    kind = "vllm"
+    releases: tuple[str, ...] = ()
+
+    def __init__(self, url: str, tmp_path: Path) -> None:
+        self.url, self.log = url, tmp_path / "log"
+
+    def add_arguments(self, group: object) -> None:
+        pass
+
+    @contextlib.contextmanager
+    def start(self, options: object, api_key: str | None) -> Iterator[SpawnedServer]:
+        yield SpawnedServer(self.url, "smollm2", "vllm", "0.32.0", "smollm2", (), self.log)
+
+
+def test_spawn_stops_when_the_started_server_states_another_release_than_asked(
+    llama: tuple[str, type[_Llama]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url, handler = llama
+    monkeypatch.setattr(cli, "load_spawner", lambda module, kind: _Started(url, tmp_path))
+    status = cli.main(["--server", "vllm", "--spawn", "--release", "0.33.0", "--out", str(tmp_path)])
+    assert status == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "--release: expected the started vllm to be 0.33.0, it states 0.32.0; nothing was run" in err
+    assert handler.posts == []

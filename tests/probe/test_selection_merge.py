@@ -56,7 +56,7 @@ def server() -> Iterator[FaultServer]:
 
 
 def probe_into(out: Path, base_url: str, *only: str, extra: tuple[str, ...] = ()) -> int:
-    argv = ["--server", "llamacpp", "--base-url", base_url, "--server-version", "b10434"]
+    argv = ["--server", "llamacpp", "--base-url", base_url, "--release", "b10434"]
     argv += ["--model", "smollm2", "--out", str(out), "--timeout", "5", *extra]
     return cli.main([*argv, *(arg for probe_id in only for arg in ("--only", probe_id))])
 
@@ -150,7 +150,7 @@ def test_an_only_run_with_another_model_is_refused_before_anything_is_sent(
     out: Path, server: FaultServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     before = snapshot(out)
-    argv = ["--server", "llamacpp", "--base-url", server.base_url(), "--server-version", "b10434"]
+    argv = ["--server", "llamacpp", "--base-url", server.base_url(), "--release", "b10434"]
     status = cli.main([*argv, "--model", "other-model", "--out", str(out), "--only", "chat-logprobs"])
     assert status == cli.EXIT_USAGE
     assert snapshot(out) == before
@@ -255,7 +255,7 @@ def test_an_index_made_by_a_single_run_is_written_back_byte_identical(
     tmp_path: Path, server: FaultServer
 ) -> None:
     # Made here: every committed recording has since taken a later run of its own (--only).
-    argv = ["--server", "llamacpp", "--base-url", server.base_url(), "--server-version", "b77777"]
+    argv = ["--server", "llamacpp", "--base-url", server.base_url(), "--release", "b77777"]
     argv += ["--model", "smollm2", "--out", str(tmp_path / "out"), "--only", "chat-logprobs"]
     assert cli.main(argv) == cli.EXIT_OK
     made = tmp_path / "out" / "fixtures" / "llamacpp-b77777"
@@ -271,7 +271,7 @@ def test_an_only_run_of_an_upgraded_server_is_a_recording_of_its_own_and_is_diff
     out: Path, server: FaultServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     before = snapshot(out)
-    argv = ["--server", "llamacpp", "--base-url", server.base_url(), "--server-version", "b99999"]
+    argv = ["--server", "llamacpp", "--base-url", server.base_url(), "--release", "b99999"]
     argv += ["--model", "smollm2", "--out", str(out), "--only", "chat-logprobs", "--only", "chat-bad-path"]
     assert cli.main(argv) == cli.EXIT_OK
     capsys.readouterr()

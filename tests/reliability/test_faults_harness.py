@@ -165,7 +165,7 @@ def test_a_server_that_crashes_mid_run_leaves_the_committed_fixtures_untouched_a
             for probe_id in ("chat-logprobs*", "responses-logprobs*", "messages-*")
             for arg in ("--only", probe_id)
         ]
-        argv = ["--server", "llamacpp", "--base-url", base, "--server-version", "b10434", "--out", str(out)]
+        argv = ["--server", "llamacpp", "--base-url", base, "--release", "b10434", "--out", str(out)]
         status = cli.main([*argv, "--timeout", str(TIMEOUT), *only])
         assert dying.crashed
     layout = Layout.out(out)
@@ -185,7 +185,7 @@ def test_a_server_that_is_not_there_exits_3_and_writes_nothing(tmp_path: Path) -
         base = gone.base_url()
     out = tmp_path / "out"
     status = cli.main(
-        ["--server", "llamacpp", "--base-url", base, "--server-version", "b1", "--out", str(out)]
+        ["--server", "llamacpp", "--base-url", base, "--release", "b1", "--out", str(out)]
     )
     assert status == cli.EXIT_UNREACHABLE
     assert not out.exists() or not any(p.is_file() for p in out.rglob("*"))
@@ -199,7 +199,7 @@ def test_a_run_whose_every_request_is_refused_busy_exits_1_with_every_probe_a_fa
         "llamacpp",
         "--base-url",
         faults.base_url("503-retry-after"),
-        "--server-version",
+        "--release",
         "b1",
     ]
     status = cli.main([*argv, "--out", str(tmp_path), "--timeout", str(TIMEOUT)])

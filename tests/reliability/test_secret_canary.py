@@ -53,7 +53,7 @@ def test_a_probe_run_with_a_canary_key_writes_it_nowhere(
     out = tmp_path / "out"
     only = [arg for probe_id in PROBES for arg in ("--only", probe_id)]
     argv = ["--server", "llamacpp", "--base-url", keyed.base_url, "--api-key", CANARY]
-    status = cli.main([*argv, "--server-version", keyed.version, "--out", str(out), *only])
+    status = cli.main([*argv, "--release", keyed.version, "--out", str(out), *only])
     printed = capsys.readouterr()
     assert status == cli.EXIT_OK, printed.err
     assert _files_holding(out, CANARY) == []
