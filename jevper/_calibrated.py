@@ -77,7 +77,7 @@ def calibrate(
     ]
     trace = Calibrated(
         calibration.source,
-        {qid: calibration.questions[qid].calibrator.method for qid, _ in fitted},
+        {qid: calibration.questions[qid].calibrator.name for qid, _ in fitted},
         tuple(qid for qid, _, _ in asked if qid not in calibration.questions),
     )
     return answers, trace

@@ -9,7 +9,13 @@ over a question's options to another that sums to 1:
 - ``prior``, ``content_free``: ``p_k / prior_k``, renormalised (the batch-mean prior of Batch Calibration,
   or the model's mean answer to content-free states from "Calibrate Before Use");
 - ``prior_temperature``, ``content_free_temperature``: the prior correction, then a temperature;
-- ``platt`` (a yes/no question): ``sigmoid(a * logit(p_true) + b)``.
+- ``platt`` (a yes/no question): ``sigmoid(a * logit(p_true) + b)``;
+- ``beta`` (a yes/no question): ``sigmoid(a * ln p_true - b * ln(1 - p_true) + c)``, the beta
+  calibration of Kull, Silva Filho and Flach, which Platt's is with a = b: it also fits answers whose
+  odds are not a straight line in the model's log-odds;
+- any of these then ``top``: the top option's probability c mapped to ``sigmoid(a * logit(c) + b)``, the
+  other options sharing the rest in proportion (Platt scaling of the top label, for a model whose top
+  answer is right more or less often than the map before it says; the top stays the top).
 
 A map fit on labelled rows records how many (``rows``), and never gives an option less than
 ``1 / (rows + options)``: Laplace's rule of succession, the rarest chance that many rows can show.
@@ -34,7 +40,9 @@ from typing import Any, Literal, get_args
 from jevper._errors import CalibrationMismatchError, ConfigError
 from jevper.questions import Choice, Noul, Question, as_question, described
 
-VERSION = 1
+VERSION = 2
+#: The versions read: version 1 files hold no top-label map.
+READ_VERSIONS = (1, 2)
 KIND = "jevper.calibration"
 #: A distribution over a question's options, in their order (a yes/no question's: true, false).
 Distribution = tuple[float, ...]
@@ -49,6 +57,7 @@ Method = Literal[
     "content_free",
     "content_free_temperature",
     "platt",
+    "beta",
 ]
 METHODS: tuple[Method, ...] = get_args(Method)
 #: The methods that divide by a prior, and those that then apply a temperature.
@@ -64,12 +73,21 @@ class Calibrator:
     temperature: float = 1.0
     prior: tuple[float, ...] | None = None
     platt: tuple[float, float] | None = None
+    beta: tuple[float, float, float] | None = None
     #: the labelled rows it was fit on, which bound its output (``bounded``); None for a map not fit to
     #: labels, or read from a file written before maps were bounded
     rows: int | None = None
+    #: Platt's (a, b) for the top label's probability, applied after the method's map; None: no such step
+    top: tuple[float, float] | None = None
+
+    @property
+    def name(self) -> str:
+        """The method, with ``+top`` when the top-label map follows it (as the evaluation names it)."""
+        return f"{self.method}+top" if self.top is not None else self.method
 
     def apply(self, p: Distribution) -> Distribution:
-        return bounded(self._mapped(p), self.rows)
+        mapped = self._mapped(p)
+        return bounded(top_label(mapped, *self.top) if self.top is not None else mapped, self.rows)
 
     def _mapped(self, p: Distribution) -> Distribution:
         if self.method == "identity":
@@ -77,6 +95,12 @@ class Calibrator:
         if self.method == "platt":
             a, b = self.platt or (1.0, 0.0)
             yes = sigmoid(a * logit(p[0] / (p[0] + p[1]) if p[0] + p[1] > 0 else 0.5) + b)
+            return (yes, 1.0 - yes)
+        if self.method == "beta":
+            a, b, c = self.beta or (1.0, 1.0, 0.0)
+            true = p[0] / (p[0] + p[1]) if p[0] + p[1] > 0 else 0.5
+            low = min(max(true, FLOOR), 1 - FLOOR)
+            yes = sigmoid(a * math.log(low) - b * math.log(1 - low) + c)
             return (yes, 1.0 - yes)
         if self.method in _DIVIDING:
             p = divided(p, self.prior or ())
@@ -90,8 +114,12 @@ class Calibrator:
             value["prior"] = list(self.prior)
         if self.platt is not None:
             value["platt"] = {"a": self.platt[0], "b": self.platt[1]}
+        if self.beta is not None:
+            value["beta"] = {"a": self.beta[0], "b": self.beta[1], "c": self.beta[2]}
         if self.rows is not None:
             value["rows"] = self.rows
+        if self.top is not None:
+            value["top"] = {"a": self.top[0], "b": self.top[1]}
         return value
 
     @classmethod
@@ -99,12 +127,16 @@ class Calibrator:
         platt = value.get("platt")
         prior = value.get("prior")
         rows = value.get("rows")
+        top = value.get("top")
+        beta = value.get("beta")
         return cls(
             value["method"],
             float(value.get("temperature", 1.0)),
             tuple(float(x) for x in prior) if prior is not None else None,
             (float(platt["a"]), float(platt["b"])) if platt is not None else None,
+            (float(beta["a"]), float(beta["b"]), float(beta["c"])) if beta is not None else None,
             int(rows) if rows is not None else None,
+            (float(top["a"]), float(top["b"])) if top is not None else None,
         )
 
 
@@ -126,6 +158,24 @@ def bounded(p: Distribution, rows: int | None) -> Distribution:
         return p
     share = (floor - low) / (uniform - low)
     return tuple((1.0 - share) * x + share * uniform for x in p)
+
+
+def top_label(p: Distribution, a: float, b: float) -> Distribution:
+    """p with its top option's probability c mapped to ``sigmoid(a * logit(c) + b)`` and the other
+    options sharing the rest in proportion to what they had (evenly, if they had none). The top option
+    stays the top: its new probability is held no lower than the next option's."""
+    top = max(range(len(p)), key=p.__getitem__)
+    c, rest = p[top], 1.0 - p[top]
+    mapped = sigmoid(a * logit(c) + b)
+    if rest <= 0:
+        share = (1.0 - mapped) / (len(p) - 1) if len(p) > 1 else 0.0
+        return tuple(mapped if i == top else share for i in range(len(p)))
+    second = max(x for i, x in enumerate(p) if i != top)
+    # The next option, scaled by (1 - mapped) / rest, stays at most the top's mapped value.
+    mapped = max(mapped, second / (rest + second))
+    scale = (1.0 - mapped) / rest
+    # min(): held level, the next option must not pass the top by a rounding.
+    return tuple(mapped if i == top else min(x * scale, mapped) for i, x in enumerate(p))
 
 
 def tempered(p: Distribution, temperature: float) -> Distribution:
@@ -317,14 +367,19 @@ class Calibration:
 
     @classmethod
     def of_json(cls, value: Any, where: str = "calibration") -> Calibration:
-        if not isinstance(value, dict) or value.get("kind") != KIND or value.get("version") != VERSION:
+        if (
+            not isinstance(value, dict)
+            or value.get("kind") != KIND
+            or value.get("version") not in READ_VERSIONS
+        ):
             shown = (
                 {"kind": value.get("kind"), "version": value.get("version")}
                 if isinstance(value, dict)
                 else type(value).__name__
             )
             raise ConfigError(
-                f"{where}: expected a calibration ({{'kind': {KIND!r}, 'version': {VERSION}}}), got {shown}"
+                f"{where}: expected a calibration ({{'kind': {KIND!r}, 'version': one of "
+                f"{list(READ_VERSIONS)}}}), got {shown}"
             )
         try:
             questions = {
@@ -340,8 +395,8 @@ class Calibration:
             return cls(Binding(**value["bound_to"]), questions, int(value["folds"]), int(value["seed"]))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ConfigError(
-                f"{where}: expected every field of a version {VERSION} calibration, got a file that "
-                f"lacks or mistypes one ({type(exc).__name__}: {exc})"
+                f"{where}: expected every field of a version {value.get('version')} calibration, got a file "
+                f"that lacks or mistypes one ({type(exc).__name__}: {exc})"
             ) from None
 
     def save(self, path: Path) -> None:

@@ -344,7 +344,7 @@ def _calibrated(args: argparse.Namespace, classifier: BatchClassifier, spawned: 
         return
     if spawned is not None:
         calibration.check_fields(server_kind=spawned.server, server_release=spawned.version)
-    methods = ", ".join(f"{qid} {q.calibrator.method}" for qid, q in calibration.questions.items())
+    methods = ", ".join(f"{qid} {q.calibrator.name}" for qid, q in calibration.questions.items())
     server = (
         "the spawned server's kind and release checked"
         if spawned is not None

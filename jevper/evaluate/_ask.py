@@ -114,7 +114,14 @@ async def content_free(
         method=method,
         requests=requests,
     )
-    answers = read_table(output, id_column, "content-free ANSWERS")
+    return content_free_prior(questions, output, id_column)
+
+
+def content_free_prior(
+    questions: Mapping[str, Any], answers_path: Path, id_column: str = "id"
+) -> dict[str, Distribution]:
+    """Per question, the mean of the content-free states' answers kept at ``answers_path``."""
+    answers = read_table(answers_path, id_column, "content-free ANSWERS")
     found: dict[str, Distribution] = {}
     for qid, given in questions.items():
         answered = list(distributions_by_row(answers, qid, as_question(qid, given)).values())

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from jevper.evaluate._calibration import Binding, Calibration, QuestionCalibration
-from jevper.evaluate._fit import Calibrator, Method
+from jevper.evaluate._fit import TOP, Calibrator
 from jevper.evaluate._labels import Labelled
 from jevper.evaluate._metrics import (
     ECE_BINS,
@@ -107,12 +107,15 @@ def figures(
     )
 
 
-def methods_for(kind: str, content_free: bool = False) -> tuple[Method, ...]:
-    """The methods tried for a question of ``kind``, simplest first (a tie goes to the simpler)."""
-    methods: tuple[Method, ...] = ("identity", "temperature", "prior", "prior_temperature")
+def methods_for(kind: str, content_free: bool = False) -> tuple[str, ...]:
+    """The candidates tried for a question of ``kind``, simplest first (a tie goes to the simpler): each
+    method alone, then each followed by the top-label map."""
+    methods: tuple[str, ...] = ("identity", "temperature", "prior", "prior_temperature")
     if content_free:
         methods += ("content_free", "content_free_temperature")
-    return (*methods, "platt") if kind == "noul" else methods
+    if kind == "noul":
+        methods += ("platt", "beta")
+    return (*methods, *(m + TOP for m in methods))
 
 
 @dataclass(frozen=True)
@@ -145,8 +148,8 @@ class QuestionEvaluation:
             value["content_free_prior"] = list(self.content_free)
         if self.selection is not None and self.after is not None:
             value["calibration"] = {
-                "method": self.selection.method,
                 **self.selection.calibrator.to_json(),
+                "method": self.selection.method,
                 "held_out_nll": _finite(self.selection.scores),
                 "fold_methods": list(self.fold_methods),
             }

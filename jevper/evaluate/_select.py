@@ -13,7 +13,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from jevper.evaluate._fit import Calibrator, Method, fit
+from jevper.evaluate._fit import Calibrator, fit
 from jevper.evaluate._metrics import Distribution, nll
 
 DEFAULT_FOLDS = 5
@@ -24,7 +24,7 @@ DEFAULT_SEED = 0
 class Selection:
     """The method chosen, each method's out-of-fold NLL, and the calibrator fit on every row."""
 
-    method: Method
+    method: str  # a method, or a method then the top-label map ("prior_temperature+top")
     scores: dict[str, float]
     calibrator: Calibrator
 
@@ -36,7 +36,7 @@ def folds(n: int, k: int, seed: int = DEFAULT_SEED) -> list[list[int]]:
 
 
 def out_of_fold(
-    method: Method,
+    method: str,
     probabilities: Sequence[Distribution],
     gold: Sequence[int],
     k: int,
@@ -55,7 +55,7 @@ def out_of_fold(
 
 
 def choose(
-    methods: Sequence[Method],
+    methods: Sequence[str],
     probabilities: Sequence[Distribution],
     gold: Sequence[int],
     k: int = DEFAULT_FOLDS,
@@ -71,7 +71,7 @@ def choose(
 
 
 def held_out(
-    methods: Sequence[Method],
+    methods: Sequence[str],
     probabilities: Sequence[Distribution],
     gold: Sequence[int],
     k: int = DEFAULT_FOLDS,

@@ -172,7 +172,7 @@ def _upstream(args: argparse.Namespace, checked: GatewayConfig) -> Iterator[tupl
 
 
 def calibrating(calibration: Calibration, spawned: bool) -> str:
-    methods = ", ".join(f"{qid} {q.calibrator.method}" for qid, q in calibration.questions.items())
+    methods = ", ".join(f"{qid} {q.calibrator.name}" for qid, q in calibration.questions.items())
     server = "checked" if spawned else "not checked (given by URL)"
     return f"calibrating with {calibration.source} ({methods}); the upstream's kind and release {server}"
 

@@ -34,7 +34,7 @@ from _capturing import Capturing
 from _report import ROOT, Figure, Section, load_average
 
 from jevper.batch import BatchClassifier, Server
-from jevper.evaluate._ask import ask, content_free, rotations
+from jevper.evaluate._ask import ask, content_free, content_free_prior, rotations
 from jevper.evaluate._calibration import write_atomically
 from jevper.evaluate._report import html
 from jevper.evaluate._run import evaluate_files, read_questions
@@ -68,9 +68,10 @@ def run() -> Section:
     unknown = [m for m in models if m not in ROWS]
     if unknown:
         raise ValueError(f"JEVPER_BENCH_CALIBRATION_MODELS: expected some of {list(ROWS)}, got {unknown}")
+    again = [m for m in os.environ.get("JEVPER_BENCH_CALIBRATION_RESCORE", "").split(",") if m]
     for model in models:
         print(f"  {model} ...", flush=True)
-        result = _model(model)
+        result = _rescored(model) if model in again else _model(model)
         write_atomically(ARTIFACTS / model / "bench.json", json.dumps(result, indent=1) + "\n")
     results = {}
     for model in ROWS:
@@ -78,7 +79,7 @@ def run() -> Section:
         if path.exists():
             results[model] = json.loads(path.read_text())
             # The figures are read from the run's metrics.json again, so a figure added since is there too.
-            metrics = json.loads((ARTIFACTS / model / "metrics.json").read_text())
+            metrics = _metrics(ARTIFACTS / model)
             results[model]["questions"] = {qid: _figures(q) for qid, q in metrics["questions"].items()}
             for qid, q in results[model]["questions"].items():
                 if q["flip"] is not None:
@@ -203,7 +204,7 @@ def _model(model: str) -> dict[str, Any]:
         started = time.perf_counter() - begun
         servers = [Server(server.base_url, server.model, SLOTS)]
         t0 = time.perf_counter()
-        answers = asyncio.run(ask(labelled, given, servers, folder / "answers.parquet", **options))
+        asyncio.run(ask(labelled, given, servers, folder / "answers.parquet", **options))
         asking = time.perf_counter() - t0
         turned = []
         t0 = time.perf_counter()
@@ -224,15 +225,7 @@ def _model(model: str) -> dict[str, Any]:
         except _Unanswered as failed:
             core, raw, unmeasured = None, None, str(failed)
         provenance = {"model_name": server.model_name, "release": server.version, **server.extra}
-    t0 = time.perf_counter()
-    evaluation = evaluate_files(
-        labelled, QUESTIONS, answers, rotated=turned, fit=True, folds=FOLDS, content_free=priors
-    )
-    source = {"labelled": _described(model), "model": model}
-    metrics = evaluation.to_json(source)
-    scoring = time.perf_counter() - t0
-    write_atomically(folder / "metrics.json", json.dumps(metrics, indent=2) + "\n")
-    write_atomically(folder / "report.html", html(metrics))
+    scoring = _score(model, folder, turned, priors)
     return {
         "model": model,
         "model_name": provenance["model_name"],
@@ -251,8 +244,49 @@ def _model(model: str) -> dict[str, Any]:
         "sample_rows": SAMPLE[model],
         "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "load": load_average(),
-        "questions": {qid: _figures(q) for qid, q in metrics["questions"].items()},
+        "questions": {qid: _figures(q) for qid, q in _metrics(folder)["questions"].items()},
     }
+
+
+def _score(model: str, folder: Path, turned: list[tuple[Path, Path]], priors: dict[str, Any]) -> float:
+    """Evaluate and fit the answers kept in ``folder``; write metrics.json and report.html; the seconds
+    it took."""
+    t0 = time.perf_counter()
+    evaluation = evaluate_files(
+        folder / "labelled.csv",
+        QUESTIONS,
+        folder / "answers.parquet",
+        rotated=turned,
+        fit=True,
+        folds=FOLDS,
+        content_free=priors,
+    )
+    metrics = evaluation.to_json({"labelled": _described(model), "model": model})
+    took = time.perf_counter() - t0
+    write_atomically(folder / "metrics.json", json.dumps(metrics, indent=2) + "\n")
+    write_atomically(folder / "report.html", html(metrics))
+    return took
+
+
+def _rescored(model: str) -> dict[str, Any]:
+    """The kept run of ``model`` scored and fit again from the answers it left (no server): what a
+    change of the evaluation or of the fits gives on the same answers."""
+    folder = ARTIFACTS / model
+    result: dict[str, Any] = json.loads((folder / "bench.json").read_text())
+    given = json.loads(QUESTIONS.read_text())
+    turned = [
+        (folder / f"questions.rotated-{by}.json", folder / f"answers.rotated-{by}.parquet")
+        for by in range(1, len(rotations(given, read_questions(QUESTIONS)[1])) + 1)
+    ]
+    priors = content_free_prior(given, folder / "content-free.answers.parquet")
+    result["scoring_s"] = _score(model, folder, turned, priors)
+    result["rescored"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    return result
+
+
+def _metrics(folder: Path) -> dict[str, Any]:
+    value: dict[str, Any] = json.loads((folder / "metrics.json").read_text())
+    return value
 
 
 def _figures(q: dict[str, Any]) -> dict[str, Any]:
@@ -374,7 +408,7 @@ def _section(results: dict[str, dict[str, Any]]) -> Section:
                     f"{_f(b['nll'])} → {_f(a['nll'])}",
                     str(q["method"]),
                     flip,
-                    r["measured"],
+                    r["measured"] + (f" (fit again {r['rescored']})" if r.get("rescored") else ""),
                 ]
             )
         figures += _model_figures(model, r)
@@ -389,7 +423,8 @@ def _section(results: dict[str, dict[str, Any]]) -> Section:
         f"Rows: {'; '.join(f'{m}: {_rows_of(r)}' for m, r in results.items())}. A row with an answer that "
         "could not be read is left out of the figures ('Rows answered of asked'): under logprobs SmolLM2 "
         "often began with prose ('The answer ...'), a LabelReadoutError. Each model's metrics.json "
-        "and report.html are in artifacts/calibration/<model>/.",
+        "and report.html are in artifacts/calibration/<model>/. 'fit again': the answers of that run "
+        "scored and calibrated anew, no server asked (JEVPER_BENCH_CALIBRATION_RESCORE=<model>).",
     ]
     return Section(
         key=SECTION[0], title=SECTION[1], command=SECTION[2], figures=figures, notes=notes, table=table

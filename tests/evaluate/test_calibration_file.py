@@ -78,18 +78,36 @@ def test_an_unknown_question_or_other_options_are_refused_by_name() -> None:
 
 
 def test_the_calibration_file_round_trips_and_says_its_version(tmp_path: Path) -> None:
+    topped = dataclasses.replace(CALIBRATION.questions["team"].calibrator, top=(1.7, 0.4), rows=90)
+    calibration = dataclasses.replace(
+        CALIBRATION,
+        questions={
+            **CALIBRATION.questions,
+            "team": dataclasses.replace(CALIBRATION.questions["team"], calibrator=topped),
+        },
+    )
     path = tmp_path / "calibration.json"
-    CALIBRATION.save(path)
+    calibration.save(path)
     written = json.loads(path.read_text())
-    assert (written["kind"], written["version"]) == ("jevper.calibration", 1)
+    assert (written["kind"], written["version"]) == ("jevper.calibration", 2)
     assert written["bound_to"]["model"] == "qwen2.5-coder-1.5b"
-    assert Calibration.load(path) == CALIBRATION
+    assert written["questions"]["team"]["top"] == {"a": 1.7, "b": 0.4}
+    assert "top" not in written["questions"]["angry"]
+    assert Calibration.load(path) == calibration
+
+
+def test_a_version_1_file_is_read_as_one_without_top_label_maps(tmp_path: Path) -> None:
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps({**CALIBRATION.to_json(), "version": 1}))
+    assert Calibration.load(path) == dataclasses.replace(CALIBRATION, source=str(path))
 
 
 def test_a_calibration_file_of_another_version_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "calibration.json"
-    path.write_text(json.dumps({**CALIBRATION.to_json(), "version": 2}))
-    with pytest.raises(ConfigError, match=r"expected a calibration .*'version': 1.*got .*'version': 2"):
+    path.write_text(json.dumps({**CALIBRATION.to_json(), "version": 3}))
+    with pytest.raises(
+        ConfigError, match=r"expected a calibration .*'version': one of \[1, 2\].*got .*'version': 3"
+    ):
         Calibration.load(path)
 
 

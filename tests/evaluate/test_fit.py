@@ -7,8 +7,10 @@ import math
 import numpy as np
 import pytest
 
+from jevper.calibration import top_label
 from jevper.evaluate import Calibrator, accuracy, fit, fit_platt, fit_temperature, mean_prior, reliability
-from jevper.evaluate._fit import T_RANGE
+from jevper.evaluate._evaluation import methods_for
+from jevper.evaluate._fit import T_RANGE, fit_beta, fit_top
 from jevper.evaluate._select import choose, folds, held_out
 
 
@@ -76,14 +78,28 @@ def test_the_batch_mean_prior_removes_most_of_a_known_position_prior_without_lab
     assert max(mean_prior(before)) == mean_prior(before)[0]
 
 
-@pytest.mark.parametrize("method", ["identity", "temperature", "prior", "prior_temperature", "platt"])
+@pytest.mark.parametrize(
+    "method",
+    [
+        "identity",
+        "temperature",
+        "prior",
+        "prior_temperature",
+        "platt",
+        "beta",
+        "identity+top",
+        "prior_temperature+top",
+        "platt+top",
+        "beta+top",
+    ],
+)
 def test_every_calibrated_distribution_sums_to_one(method: str) -> None:
     rng = np.random.default_rng(3)
-    classes = 2 if method == "platt" else 5
+    classes = 2 if method.startswith(("platt", "beta")) else 5
     p = softmax(rng.normal(scale=3, size=(200, classes)))
     p[0, 0], p[0, 1:] = 1.0, 0.0  # an option given no mass at all
     gold = drawn(softmax(rng.normal(size=(200, classes))), rng)
-    calibrator = fit(method, rows_of(p), gold)  # type: ignore[arg-type]
+    calibrator = fit(method, rows_of(p), gold)
     for row in rows_of(p):
         out = calibrator.apply(row)
         assert math.fsum(out) == pytest.approx(1.0, abs=1e-12)
@@ -193,3 +209,76 @@ def test_a_map_fit_on_rows_keeps_its_row_count_through_its_file() -> None:
     # A file written before the bound: its map is applied as it was.
     unbounded = Calibrator.of_json({"method": "platt", "platt": {"a": 40.0, "b": 0.0}})
     assert unbounded.rows is None and unbounded.apply((0.9, 0.1))[1] < 1e-30
+
+
+def test_the_top_label_map_sets_the_top_probability_and_shares_the_rest_in_proportion() -> None:
+    p = (0.1, 0.5, 0.3, 0.1)
+    out = top_label(p, 1.0, 1.0)  # logit(0.5) = 0, so the top becomes sigmoid(1)
+    assert out[1] == pytest.approx(1 / (1 + math.exp(-1)))
+    assert math.fsum(out) == pytest.approx(1.0)
+    assert out[0] / out[2] == pytest.approx(1 / 3) and out[0] == out[3]
+    # Mapped below the next option, the top is held level with it: the answer does not change.
+    low = top_label(p, 1.0, -5.0)
+    assert low[1] == pytest.approx(low[2]) and max(low) == low[1]
+    assert top_label((1.0, 0.0, 0.0), 1.0, -1.0)[1:] == pytest.approx(
+        [0.5 * (1 - top_label((1.0, 0.0, 0.0), 1.0, -1.0)[0])] * 2
+    )
+
+
+def underconfident(seed: int, n: int) -> tuple[list[tuple[float, ...]], list[int]]:
+    """Rows whose top answer is right with probability sigmoid(2 logit(c) + 1) where it says c: more often
+    than it says, whatever the other options hold (which no temperature nor prior alone can say)."""
+    rng = np.random.default_rng(seed)
+    rows, gold = [], []
+    for _ in range(n):
+        c = float(rng.uniform(0.3, 0.8))
+        others = rng.dirichlet(np.ones(3)) * (1 - c)
+        while others.max() >= c:
+            others = rng.dirichlet(np.ones(3)) * (1 - c)
+        top = int(rng.integers(4))
+        row = list(others)
+        row.insert(top, c)
+        right = rng.random() < 1 / (1 + math.exp(-(2 * math.log(c / (1 - c)) + 1)))
+        gold.append(top if right else int(rng.choice([k for k in range(4) if k != top])))
+        rows.append(tuple(float(x) for x in row))
+    return rows, gold
+
+
+def test_the_top_label_fit_recovers_the_slope_and_offset_roughly() -> None:
+    rows, gold = underconfident(11, 6000)
+    a, b = fit_top(rows, gold)
+    assert a == pytest.approx(2.0, abs=0.25)
+    assert b == pytest.approx(1.0, abs=0.2)
+
+
+def test_a_model_whose_top_answer_is_right_more_often_than_it_says_gets_the_top_label_map() -> None:
+    rows, gold = underconfident(12, 600)
+    methods = methods_for("choice")
+    assert "prior_temperature+top" in methods
+    chosen = choose(methods, rows, gold)
+    assert chosen.method.endswith("+top") and chosen.calibrator.top is not None
+    alone = [m for m in methods if not m.endswith("+top")]
+    with_top, _ = held_out(methods, rows, gold)
+    without, _ = held_out(alone, rows, gold)
+    assert reliability(with_top, gold).ece < reliability(without, gold).ece / 2
+
+
+def test_beta_calibration_recovers_its_three_parameters_roughly() -> None:
+    rng = np.random.default_rng(17)
+    said = rng.uniform(0.02, 0.98, size=8000)
+    truth = 1 / (1 + np.exp(-(2.0 * np.log(said) - 0.5 * np.log(1 - said) + 0.3)))
+    gold = [0 if rng.random() < t else 1 for t in truth]
+    a, b, c = fit_beta([(float(p), float(1 - p)) for p in said], gold)
+    assert (a, b, c) == pytest.approx((2.0, 0.5, 0.3), abs=0.15)
+
+
+def test_beta_calibration_of_answers_a_platt_map_explains_finds_that_map() -> None:
+    rng = np.random.default_rng(19)
+    z = rng.normal(scale=2.0, size=6000)
+    said = 1 / (1 + np.exp(-z))
+    gold = [0 if rng.random() < t else 1 for t in 1 / (1 + np.exp(-(0.6 * z + 0.8)))]
+    rows = [(float(p), float(1 - p)) for p in said]
+    a, b, c = fit_beta(rows, gold)
+    platt_a, platt_b = fit_platt(rows, gold)
+    assert a == pytest.approx(b, abs=0.08) and a == pytest.approx(platt_a, abs=0.08)
+    assert c == pytest.approx(platt_b, abs=0.1)
