@@ -199,6 +199,9 @@ def _from_object(value: dict[str, Any]) -> tuple[ErrorShape, str]:
     detail = value.get("detail")
     if isinstance(detail, str):
         return "detail", detail
+    if isinstance(detail, Mapping) and isinstance(detail.get("message"), str):
+        # System One's own: {"detail": {"error_type": ..., "message": ...}}.
+        return "detail", detail["message"]
     if isinstance(detail, list):
         # FastAPI validation errors: a list of {"loc": [...], "msg": "..."}.
         parts = [

@@ -329,3 +329,11 @@ def test_llamacpps_responses_route_accepts_text_format_and_ignores_it() -> None:
     text = _wire.read("responses", body_of(record)).text or ""
     with pytest.raises(ValueError):
         json.loads(text)  # prose: the schema was not enforced
+
+
+def test_system_ones_own_error_object_is_read_for_its_message() -> None:
+    body = '{"detail": {"error_type": "authentication_error", "message": "expected a key, got none"}}'
+    error = _wire.read_error(401, body)
+    assert (error.shape, error.message) == ("detail", "expected a key, got none")
+    # An object without a message is kept whole, as before.
+    assert '"error_type"' in _wire.read_error(400, '{"detail": {"error_type": "x"}}').message
