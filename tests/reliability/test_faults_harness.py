@@ -184,9 +184,7 @@ def test_a_server_that_is_not_there_exits_3_and_writes_nothing(tmp_path: Path) -
     with FaultServer() as gone:
         base = gone.base_url()
     out = tmp_path / "out"
-    status = cli.main(
-        ["--server", "llamacpp", "--base-url", base, "--release", "b1", "--out", str(out)]
-    )
+    status = cli.main(["--server", "llamacpp", "--base-url", base, "--release", "b1", "--out", str(out)])
     assert status == cli.EXIT_UNREACHABLE
     assert not out.exists() or not any(p.is_file() for p in out.rglob("*"))
 
