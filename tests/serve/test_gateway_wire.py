@@ -48,7 +48,7 @@ def served(settings: GatewayConfig) -> Iterator[str]:
     """The gateway on a free loopback port, in a thread of this process; its root URL."""
     port = free_port()
     app = create_app(settings)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
