@@ -42,7 +42,7 @@ from jevper.servers.flags import (
     renamed,
     url_and_model,
 )
-from jevper.servers.llamacpp import BUILDS, DEFAULT_RELEASE
+from jevper.servers.llamacpp import BUILDS, add_spawn_arguments
 
 PROG = "python -m jevper.batch"
 DEFAULT_SLOTS = 4
@@ -162,16 +162,8 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--batch-rows", type=int, default=DEFAULT_BATCH_ROWS, help=argparse.SUPPRESS)
     p.add_argument("--resume", action="store_true", help="finish the run that left OUTPUT.parts/")
-    p.add_argument(
-        "--spawn",
-        action="store_true",
-        help="start the embedded llama.cpp (SmolLM2) on loopback for a try-out, with --concurrency slots",
-    )
-    p.add_argument(
-        "--release",
-        choices=tuple(BUILDS),
-        default=DEFAULT_RELEASE,
-        help="with --spawn: the llama.cpp release to start (as the probe's --spawn --release)",
+    add_spawn_arguments(
+        p, "start the embedded llama.cpp (SmolLM2) on loopback for a try-out, with --concurrency slots"
     )
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help=argparse.SUPPRESS)
     p.add_argument(

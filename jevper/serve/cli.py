@@ -19,7 +19,7 @@ from jevper._wire import PROMPT_SURFACES
 from jevper.calibration import Calibration
 from jevper.serve.config import DEFAULT_PORT, ConfigError, GatewayConfig
 from jevper.servers.flags import HelpFormatter, Renamed, json_object, renamed, url_and_model
-from jevper.servers.llamacpp import BUILDS, DEFAULT_RELEASE
+from jevper.servers.llamacpp import BUILDS, add_spawn_arguments
 from jevper.servers.model import MODEL_ALIAS
 
 KEYS_ENV, UPSTREAM_KEY_ENV = "JEVPER_SERVE_API_KEYS", "JEVPER_UPSTREAM_API_KEY"
@@ -113,17 +113,7 @@ def parser() -> argparse.ArgumentParser:
         default=30.0,
         help="seconds a request's body may take to arrive; then 408",
     )
-    p.add_argument(
-        "--spawn",
-        action="store_true",
-        help="start the embedded llama.cpp (SmolLM2) behind it, with --concurrency slots",
-    )
-    p.add_argument(
-        "--release",
-        choices=tuple(BUILDS),
-        default=DEFAULT_RELEASE,
-        help="with --spawn: the llama.cpp release to start (as the probe's --spawn --release)",
-    )
+    add_spawn_arguments(p, "start the embedded llama.cpp (SmolLM2) behind it, with --concurrency slots")
     p.add_argument(
         "--log-level",
         default="info",

@@ -298,6 +298,18 @@ def _llamacpp_build(url: str) -> str:
     return str(props.json().get("build_info", "")) if props.status_code == 200 else ""
 
 
+def add_spawn_arguments(parser: argparse.ArgumentParser, spawned: str) -> None:
+    """``--spawn`` (``spawned``: what it starts, for its help) and ``--release``, as the batch and the
+    gateway command lines take them."""
+    parser.add_argument("--spawn", action="store_true", help=spawned)
+    parser.add_argument(
+        "--release",
+        choices=tuple(BUILDS),
+        default=DEFAULT_RELEASE,
+        help="with --spawn: the llama.cpp release to start (as the probe's --spawn --release)",
+    )
+
+
 class LlamaCppSpawner:
     """`--spawn --server llamacpp`: one of the releases in BUILDS (the probe's --release), serving the
     embedded model."""
