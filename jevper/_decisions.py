@@ -13,7 +13,7 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from jevper import _json
+from jevper import _json, _native
 from jevper._calibrated import calibrate
 from jevper._client_base import Plan, question_trace
 from jevper._engine import Answered
@@ -104,11 +104,12 @@ def plan(
 
 def asks_natively(options: Options, memory: Memory) -> bool:
     """Whether the call goes to the server's POST /v1/decisions first: api="decisions"; or api="auto"
-    with nothing the route cannot carry (a method, examples, a thinking budget, a calibration, which is
-    fit on a prompt surface's answers), for a model not known to lack the route."""
+    with nothing the route cannot carry (a method, several orders of a choice's options, examples, a
+    thinking budget, a calibration, which is fit on a prompt surface's answers), for a model not known
+    to lack the route."""
     if options.api == wire.SURFACE:
         return True
-    if options.api != "auto" or options.method != "auto" or options.examples or options.reasoning:
+    if not _native.auto_native(options) or options.examples or options.reasoning:
         return False
     if options.calibration is not None:
         return False

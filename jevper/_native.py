@@ -29,9 +29,15 @@ METHOD = "native"
 
 
 def discovers(options: Options, memory: Memory) -> bool:
-    """Whether this call asks GET /models first: api="auto" and method="auto", the model not yet settled
-    (never answered, or only failed to answer)."""
-    return options.api == "auto" and options.method == "auto" and memory.native_route(options.model) is None
+    """Whether this call asks GET /models first: api="auto", method="auto" and one order of a choice's
+    options, the model not yet settled (never answered, or only failed to answer)."""
+    return auto_native(options) and memory.native_route(options.model) is None
+
+
+def auto_native(options: Options) -> bool:
+    """Whether api="auto" may answer through a server's own route: nothing asked that it cannot carry (a
+    method; several orders of a choice's options, ``option_orders``)."""
+    return options.api == "auto" and options.method == "auto" and options.option_orders == 1
 
 
 def discover(
@@ -79,7 +85,7 @@ def answer(
     """The call's response from System One, or None when its questions go to the prompt surfaces."""
     note = memory.native_route(options.model) if options.api == "auto" else None
     if options.api == "auto":
-        if options.method != "auto" or note is None or note.value != NATIVE:
+        if not auto_native(options) or note is None or note.value != NATIVE:
             return None
         native_only(options, f"api='auto' answers {options.model!r} through System One ({note.why})")
     elif options.api != systemone.SURFACE:

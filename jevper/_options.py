@@ -34,6 +34,7 @@ class Overrides(TypedDict, total=False):
     prompt_cache_key: str | None
     reasoning: ReasoningConfig | None
     prefill: bool | None
+    option_orders: int | None
 
 
 class ClientOptions(Overrides, total=False):
@@ -63,6 +64,8 @@ class Options:
     prefill: bool = True  # Messages surface: open the JSON answer in a last assistant turn
     #: Applied to every answer of a question it holds (``jevper.calibration``; a path is loaded once)
     calibration: Calibration | None = None
+    #: A choice asked with its options in this many orders, its answers averaged (``jevper._orders``)
+    option_orders: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model:
@@ -80,6 +83,7 @@ class Options:
             "timeout": checked_timeout(self.timeout),
             "prefill": bool(self.prefill),
             "calibration": None if self.calibration is None else loaded(self.calibration),
+            "option_orders": checked_positive("option_orders", self.option_orders),
         }
         for name, value in checked.items():
             object.__setattr__(self, name, value)
@@ -129,13 +133,19 @@ def native_only(
             f"{asked} with reasoning=: expected none, because {api} has no thinking budget; "
             "drop reasoning=, or choose a chat surface"
         )
+    if options.option_orders != 1:
+        raise InvalidQuestionError(
+            f"{asked} with option_orders={options.option_orders}: expected 1, because {api} asks each "
+            "question once, in the order given; drop option_orders=, or choose a chat surface"
+        )
 
 
 def checked_calibration(options: Options, calibration: Calibration) -> None:
     """What a client knows before any answer is checked against what the calibration was fit for: the
-    model, and the method and surface when they are not "auto" (then each answer's own are checked). The
-    server's kind and release are not known to a client, so not checked here."""
-    known = {"model": options.model}
+    model and the orders of a choice's options, and the method and surface when they are not "auto" (then
+    each answer's own are checked). The server's kind and release are not known to a client, so not
+    checked here."""
+    known: dict[str, str | int] = {"model": options.model, "option_orders": options.option_orders}
     if options.method != "auto":
         known["method"] = options.method
     if options.api != "auto":

@@ -11,9 +11,10 @@ from typing import Any, Self, TypeVar, Unpack
 from jevper import _decisions, _native, _routes, _transport
 from jevper._calibrated import calibrated
 from jevper._client_base import BaseClient, Plan
-from jevper._engine import Answered, Call, answer
+from jevper._engine import Answered, Call
 from jevper._errors import JevperError
 from jevper._options import ClientOptions, Overrides
+from jevper._orders import answer
 from jevper.decision_answers import DecisionResponse
 from jevper.models import State, SystemOneResponse
 from jevper.questions import Question

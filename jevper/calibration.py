@@ -21,8 +21,9 @@ A map fit on labelled rows records how many (``rows``), and never gives an optio
 ``1 / (rows + options)``: Laplace's rule of succession, the rarest chance that many rows can show.
 
 The binding is what the map depends on: the server kind and its release, the model, the method and the
-surface the answers were read with, and a digest of the prompt layout (every question's type,
-instructions and options in their order; since the client applies it, each question's own digest too).
+surface the answers were read with, the orders each choice was asked in (``option_orders``), and a digest of
+the prompt layout (every question's type, instructions and options in their order; since the client
+applies it, each question's own digest too).
 Applied to anything else it is refused with a ``CalibrationMismatchError`` naming what differs.
 """
 
@@ -40,9 +41,9 @@ from typing import Any, Literal, get_args
 from jevper._errors import CalibrationMismatchError, ConfigError
 from jevper.questions import Choice, Noul, Question, as_question, described
 
-VERSION = 2
-#: The versions read: version 1 files hold no top-label map.
-READ_VERSIONS = (1, 2)
+VERSION = 3
+#: The versions read: version 1 files hold no top-label map, version 2 files no option_orders (so 1).
+READ_VERSIONS = (1, 2, 3)
 KIND = "jevper.calibration"
 #: A distribution over a question's options, in their order (a yes/no question's: true, false).
 Distribution = tuple[float, ...]
@@ -213,6 +214,8 @@ class Binding:
     surface: str
     #: ``prompt_digest(questions)`` of the questions asked
     prompt_digest: str
+    #: the orders each choice was asked in, its answers averaged (the client's ``option_orders``)
+    option_orders: int = 1
 
 
 def prompt_digest(questions: Mapping[str, Any]) -> str:
@@ -267,7 +270,7 @@ class Calibration:
         """Refuse answers bound to anything but what this was fit for, naming each field that differs."""
         self.check_fields(**asdict(bound))
 
-    def check_fields(self, **given: str) -> None:
+    def check_fields(self, **given: str | int) -> None:
         """``check`` of the binding's fields given (the others unknown here, so not compared)."""
         unknown = sorted(set(given) - {f.name for f in fields(Binding)})
         if unknown:

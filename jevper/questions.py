@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, TypeAlias
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Literal, TypeAlias, TypeVar
 
 from jevper import _json
 from jevper._errors import InvalidQuestionError, Loc
@@ -23,6 +23,7 @@ from jevper._errors import InvalidQuestionError, Loc
 #: A question's type, as the System One API names it.
 QuestionType = Literal["choice", "noul", "score"]
 #: Instructions, a description or a level: text, or a JSON object or array.
+T = TypeVar("T")
 Text: TypeAlias = str | Mapping[str, Any] | Sequence[Any]
 
 
@@ -160,6 +161,18 @@ class Choice:
     @property
     def options(self) -> tuple[str, ...]:
         return tuple(self.criteria)
+
+    def rotated(self, by: int) -> Choice:
+        """This choice with its options rotated ``by`` places (the option at ``by`` first)."""
+        return replace(self, criteria=rotated(self.criteria, by))
+
+
+def rotated(criteria: Mapping[str, T], by: int) -> dict[str, T]:
+    """A choice's criteria with its options rotated ``by`` places (the option at ``by`` first): the
+    orders ``rotations=N`` asks a choice in, and the evaluation's position bias."""
+    items = list(criteria.items())
+    shift = by % len(items)
+    return dict(items[shift:] + items[:shift])
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,8 @@ class BatchClassifier:
     ``max_retries``: how many times a row is asked again, elsewhere, after a server failed it (and past
     them for up to ``patience`` seconds, default RESTART_PATIENCE_S, while the failure may pass: a
     restart; 0 gives up as soon as the retries are spent). ``api``, ``method``, ``extra_body``,
-    ``timeout`` and ``calibration`` (a ``Calibration`` or its file, loaded once, here) are the client's.
+    ``timeout``, ``calibration`` (a ``Calibration`` or its file, loaded once, here) and ``option_orders`` (a
+    choice asked in that many orders of its options, averaged) are the client's.
     """
 
     def __init__(
@@ -100,6 +101,7 @@ class BatchClassifier:
         max_retries: int = DEFAULT_MAX_RETRIES,
         patience: float = RESTART_PATIENCE_S,
         calibration: Calibration | str | os.PathLike[str] | None = None,
+        option_orders: int = 1,
     ) -> None:
         self.questions = as_questions(questions)
         self._asked = dict(self.questions)
@@ -131,6 +133,8 @@ class BatchClassifier:
             "extra_body": dict(extra_body or {}),
             "timeout": timeout,
         }
+        if option_orders != 1:
+            self.client_options["option_orders"] = option_orders
         if calibration is not None:
             self.client_options["calibration"] = loaded(calibration)
         # The client's own checks of these options, once, now (a client of nothing does no I/O).

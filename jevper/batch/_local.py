@@ -98,6 +98,8 @@ def asked(classifier: BatchClassifier) -> dict[str, Any]:
         "api": options["api"],
         "method": options["method"],
         "extra_body": options["extra_body"],
+        # Choices asked in several orders name how many (a run asking one order names none).
+        **({"option_orders": options["option_orders"]} if "option_orders" in options else {}),
         # A calibrated run names its calibration's digest (an uncalibrated one names none).
         **({"calibration": calibration.digest()} if isinstance(calibration, Calibration) else {}),
     }

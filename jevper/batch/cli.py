@@ -37,6 +37,7 @@ from jevper.servers.flags import (
     API_KEY_HELP,
     HelpFormatter,
     Renamed,
+    add_option_orders_argument,
     api_key,
     json_object,
     renamed,
@@ -173,6 +174,7 @@ def parser() -> argparse.ArgumentParser:
         help="a calibration.json (python -m jevper.evaluate --fit) applied to every answer of a question it "
         "holds; refused when fit for another model, method, surface or question layout (default: none)",
     )
+    add_option_orders_argument(p)
     p.add_argument(
         "--review-below",
         type=float,
@@ -312,6 +314,7 @@ def _main(args: argparse.Namespace) -> int:
                 max_retries=args.max_retries,
                 patience=args.patience,
                 calibration=args.calibration,
+                option_orders=args.option_orders,
             )
             classifier.output_schema(checked.schema)
             _calibrated(args, classifier, spawned)

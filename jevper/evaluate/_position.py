@@ -15,6 +15,9 @@ from typing import Any
 
 from jevper.evaluate._fit import divided, mean_prior
 from jevper.evaluate._metrics import Distribution, predicted
+from jevper.questions import rotated
+
+__all__ = ["Asked", "PositionBias", "chosen", "position_bias", "rotated"]
 
 
 @dataclass(frozen=True)
@@ -84,10 +87,3 @@ def chosen(
         prior = mean_prior(list(distributions.values()))
         distributions = {rid: divided(p, prior) for rid, p in distributions.items()}
     return {rid: Asked(order, order[predicted(p)]) for rid, p in distributions.items()}
-
-
-def rotated(criteria: Mapping[str, Any], by: int) -> dict[str, Any]:
-    """A choice's criteria with its options rotated ``by`` places (the option at ``by`` first)."""
-    items = list(criteria.items())
-    shift = by % len(items)
-    return dict(items[shift:] + items[:shift])

@@ -90,6 +90,7 @@ def upstream_client(config: GatewayConfig, metrics: Metrics | None = None) -> As
         max_concurrency=config.pool,
         timeout=config.timeout,
         calibration=config.calibration,
+        option_orders=config.option_orders,
     )
 
 

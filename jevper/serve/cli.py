@@ -18,7 +18,14 @@ from pathlib import Path
 from jevper._wire import PROMPT_SURFACES
 from jevper.calibration import Calibration
 from jevper.serve.config import DEFAULT_PORT, ConfigError, GatewayConfig
-from jevper.servers.flags import HelpFormatter, Renamed, json_object, renamed, url_and_model
+from jevper.servers.flags import (
+    HelpFormatter,
+    Renamed,
+    add_option_orders_argument,
+    json_object,
+    renamed,
+    url_and_model,
+)
 from jevper.servers.llamacpp import BUILDS, add_spawn_arguments
 from jevper.servers.model import MODEL_ALIAS
 
@@ -127,6 +134,7 @@ def parser() -> argparse.ArgumentParser:
         help="a calibration.json (python -m jevper.evaluate --fit) applied to every answer of a question it "
         "holds; refused at start when fit for another model, method or surface (default: none)",
     )
+    add_option_orders_argument(p)
     return p
 
 
@@ -192,6 +200,7 @@ def planned(args: argparse.Namespace, keys: tuple[str, ...] = ()) -> GatewayConf
         timeout=args.timeout,
         body_timeout=args.body_timeout,
         calibration=None if args.calibration is None else Calibration.load(args.calibration),
+        option_orders=args.option_orders,
     )
     from jevper.serve.app import checked_client
 

@@ -31,6 +31,7 @@ FLAGS = {
     "timeout": "--timeout",
     "body_timeout": "--body-timeout",
     "calibration": "--calibration",
+    "option_orders": "--option-orders",
 }
 #: The methods that read a label's probability from logprobs, which some surfaces (Messages) do not carry.
 LOGPROB_METHODS = ("logprobs", "grammar")
@@ -63,6 +64,8 @@ class GatewayConfig:
     recheck_s: float = 1.0
     #: Applied by every upstream's client to each answer of a question it holds (jevper.calibration).
     calibration: Calibration | None = None
+    #: Each choice asked in this many orders of its options, its answer their mean (jevper._orders).
+    option_orders: int = 1
 
     @property
     def upstreams(self) -> tuple[tuple[str, str], ...]:

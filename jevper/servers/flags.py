@@ -40,6 +40,29 @@ def _no_default(default: object) -> bool:
     return default is None or default is False or default is argparse.SUPPRESS or empty
 
 
+def add_option_orders_argument(parser: argparse.ArgumentParser) -> None:
+    """``--option-orders N``: each choice asked with its options in N cyclic orders, its answer their mean."""
+    parser.add_argument(
+        "--option-orders",
+        type=_at_least_one,
+        default=1,
+        metavar="N",
+        help="ask each choice with its options in N orders (as given, then from the second option, ...) "
+        "and answer with the mean: less of an option's place in the answer, at N requests per choice; "
+        "a calibration is fit for one N (docs/calibration.md)",
+    )
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
 def url_and_model(text: str) -> tuple[str, str | None]:
     """``URL`` or ``URL=MODEL``, split at the first '=': a base URL's scheme, host, port and path hold
     none, while a model id may hold '/' and '=' (vLLM's ``org/name``). A URL with a query string keeps

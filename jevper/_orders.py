@@ -1,0 +1,71 @@
+"""A choice asked in several orders of its options, its answers averaged (``option_orders=N``).
+
+A small model favours an option for where it stands (the position bias reports/performance.md measures
+under "Evaluation and calibration"). ``option_orders=N`` asks each choice with its options in the first N
+cyclic orders (as given, then starting from the second option, and so on; at most one order per
+option) and answers with the mean of the N distributions, each read back option by option: an option's
+place then weighs less in the answer, at N requests where one was asked. Yes/no questions and scores
+are asked once: their options have an order of meaning, not of presentation.
+
+Like the engine, this never performs I/O: it yields each order's requests from ``_engine.answer``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from jevper._distribution import choice_confidence
+from jevper._engine import Answered, Step, Trail
+from jevper._engine import answer as answer_once
+from jevper._memory import Memory
+from jevper._options import Options
+from jevper._prompt import StateTurns
+from jevper.models import ChoiceAnswer
+from jevper.questions import Choice, Question
+
+
+def answer(question: Question, state: StateTurns, settings: Options, memory: Memory, qid: str) -> Step:
+    """``question`` answered: a choice in ``settings.option_orders`` orders, averaged; anything else once."""
+    orders = orders_of(question, settings.option_orders)
+    if len(orders) < 2:
+        return (yield from answer_once(question, state, settings, memory, qid))
+    assert isinstance(question, Choice)
+    answered = []
+    for by in orders:
+        asked = question.rotated(by)
+        answered.append((yield from answer_once(asked, state, settings, memory, qid)))
+    return averaged(question, answered)
+
+
+def orders_of(question: Question, orders: int) -> list[int]:
+    """The rotations a question is asked under: ``[0]`` but for a choice asked in ``orders`` > 1 orders."""
+    if not isinstance(question, Choice) or orders < 2:
+        return [0]
+    return list(range(min(orders, len(question.criteria))))
+
+
+def averaged(question: Choice, answered: list[Answered]) -> Answered:
+    """One answer from each order's (``answered[k]`` asked under rotation k): every option's mean
+    probability, in the question's own order; the first order's method, surface and reasoning; each
+    order's trail, one after the other, its reasons prefixed with the option it began with."""
+    options = question.options
+    given = [a.answer for a in answered if isinstance(a.answer, ChoiceAnswer)]
+    assert len(given) == len(answered)
+    mean = {o: sum(float(a.probabilities[o]) for a in given) / len(given) for o in options}
+    # The first of the options tied, in the question's own order.
+    best = max(options, key=lambda o: mean[o])
+    trail = Trail()
+    for by, one in enumerate(answered):
+        lead = options[by % len(options)]
+        trail.requests += one.trail.requests
+        trail.why.extend(f"options from {lead!r}: {why}" for why in one.trail.why)
+        trail.results.extend(one.trail.results)
+        trail.prefill_replies.extend(one.trail.prefill_replies)
+    first = answered[0]
+    trail.prefill = first.trail.prefill
+    each = [a.choice for a in given]
+    trail.why.append(f"the mean of {len(given)} orders of the options (option_orders); their choices: {each}")
+    averaged_answer = replace(
+        given[0], choice=best, probabilities=mean, confidence=choice_confidence(list(mean.values()))
+    )
+    return Answered(averaged_answer, trail, first.surface, first.method)

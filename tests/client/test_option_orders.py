@@ -1,0 +1,165 @@
+"""``option_orders=N``: a choice asked with its options in N cyclic orders, its answer the mean of the N
+distributions read back option by option; through the real openai SDK against a loopback server that
+answers each order with a label distribution written here."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+from typing import Any
+
+import pytest
+from openai import AsyncOpenAI, OpenAI
+
+from jevper import (
+    AsyncSystemOneClient,
+    CalibrationMismatchError,
+    Choice,
+    InvalidQuestionError,
+    Noul,
+    Score,
+    SystemOneClient,
+    _decisions,
+    _native,
+)
+from jevper._orders import orders_of
+from jevper.calibration import Binding, Calibration, Calibrator, QuestionCalibration, prompt_digest
+
+STATE = "My parcel never arrived and I was charged twice."
+TOPIC = Choice(criteria={"billing": "a charge", "other": "anything else", "shipping": "a parcel"})
+# Order 0 (billing, other, shipping) says billing; order 1 (other, shipping, billing) says shipping. The
+# mean: billing (0.5 + 0.4) / 2, other (0.1 + 0.05) / 2, shipping (0.4 + 0.55) / 2: shipping.
+FIRST = {"A": 0.5, "B": 0.1, "C": 0.4}
+SECOND = {"A": 0.05, "B": 0.55, "C": 0.4}
+MEAN = {"billing": 0.45, "other": 0.075, "shipping": 0.475}
+
+
+def label(alternatives: dict[str, float]) -> dict[str, Any]:
+    """A Chat Completions label answer whose answer token lists ``alternatives`` (label: probability)."""
+    answer = max(alternatives, key=lambda t: alternatives[t])
+    top = [{"token": t, "logprob": math.log(p)} for t, p in alternatives.items()]
+    entry = {"token": answer, "logprob": math.log(alternatives[answer]), "top_logprobs": top}
+    return {
+        "object": "chat.completion",
+        "model": "smollm2",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": answer},
+                "logprobs": {"content": [entry]},
+            }
+        ],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 1, "total_tokens": 101},
+    }
+
+
+def shown_options(body: dict[str, Any]) -> list[str]:
+    """The options a request lists, in order ("A: billing — a charge" lines)."""
+    prompt = "\n".join(str(m["content"]) for m in body["messages"])
+    shown = [line.partition(": ")[2] for line in prompt.splitlines() if line[1:3] == ": "]
+    return [option.partition(" — ")[0] for option in shown]
+
+
+def check_averaged(response: Any, loopback: Any) -> None:
+    answer = response.answers["topic"]
+    assert answer.probabilities == pytest.approx(MEAN)
+    assert list(answer.probabilities) == list(TOPIC.options)  # the question's own order, not an asked one
+    assert answer.choice == "shipping"
+    assert answer.confidence == pytest.approx((0.475 - 1 / 3) / (1 - 1 / 3))
+    assert sum(answer.probabilities.values()) == pytest.approx(1.0)
+    sent = loopback.bodies("/chat/completions")
+    assert [shown_options(body) for body in sent] == [
+        ["billing", "other", "shipping"],
+        ["other", "shipping", "billing"],
+    ]
+    assert response.usage.requests == 2 and response.usage.prompt_tokens == 200
+    trace = response.debug["questions"]["topic"]
+    assert trace["requests"] == 2
+    assert trace["why"][-1] == (
+        "the mean of 2 orders of the options (option_orders); their choices: ['billing', 'shipping']"
+    )
+
+
+def test_a_choice_asked_in_two_orders_answers_with_the_mean_of_both_read_back_option_by_option(
+    loopback: Any,
+) -> None:
+    loopback.reply("/chat/completions", 200, label(FIRST))
+    loopback.reply("/chat/completions", 200, label(SECOND))
+    sdk = OpenAI(base_url=loopback.url, api_key="local", max_retries=0)
+    client = SystemOneClient(sdk, model="smollm2", api="chat_completions", method="logprobs", option_orders=2)
+    check_averaged(client.system_one(state=STATE, questions={"topic": TOPIC}), loopback)
+
+
+def test_the_async_client_averages_alike_and_a_call_may_set_its_own_option_orders(loopback: Any) -> None:
+    loopback.reply("/chat/completions", 200, label(FIRST))
+    loopback.reply("/chat/completions", 200, label(SECOND))
+
+    async def ask() -> Any:
+        sdk = AsyncOpenAI(base_url=loopback.url, api_key="local", max_retries=0)
+        client = AsyncSystemOneClient(sdk, model="smollm2", api="chat_completions", method="logprobs")
+        return await client.system_one(state=STATE, questions={"topic": TOPIC}, option_orders=2)
+
+    check_averaged(asyncio.run(ask()), loopback)
+
+
+def test_one_order_is_asked_by_default_and_no_more_orders_than_options_however_many_are_asked() -> None:
+    assert orders_of(TOPIC, 1) == [0]
+    assert orders_of(TOPIC, 2) == [0, 1]
+    assert orders_of(TOPIC, 9) == [0, 1, 2]
+    # Yes/no questions and scores have an order of meaning: asked once.
+    assert orders_of(Noul(instructions="Is it urgent?"), 4) == [0]
+    assert orders_of(Score(criteria=["calm", "annoyed", "furious"]), 4) == [0]
+    assert list(TOPIC.rotated(1).criteria) == ["other", "shipping", "billing"]
+    assert TOPIC.rotated(3) == TOPIC
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, True, "2"])
+def test_option_orders_that_are_not_a_positive_integer_are_refused_naming_the_value(value: Any) -> None:
+    with pytest.raises(
+        InvalidQuestionError, match=rf"option_orders: expected an integer of at least 1, got {value!r}"
+    ):
+        SystemOneClient(object(), model="m", option_orders=value)
+
+
+def test_a_native_route_that_asks_each_question_once_refuses_several_orders() -> None:
+    with pytest.raises(InvalidQuestionError, match=r"api='systemone' with option_orders=2: expected 1"):
+        SystemOneClient(object(), model="m", api="systemone", option_orders=2)
+
+
+def test_under_api_auto_several_orders_skip_the_servers_own_routes_which_ask_each_question_once() -> None:
+    one = SystemOneClient(object(), model="m")
+    two = SystemOneClient(object(), model="m", option_orders=2)
+    assert _native.discovers(one.options, one._memory) and not _native.discovers(two.options, two._memory)
+    assert _decisions.asks_natively(one.options, one._memory)
+    assert not _decisions.asks_natively(two.options, two._memory)
+
+
+def test_a_calibration_fit_on_answers_of_another_number_of_orders_is_refused_naming_option_orders() -> None:
+    fit = {"topic": TOPIC}
+    calibration = Calibration(
+        Binding("llamacpp", "b11549", "m", "logprobs", "chat_completions", prompt_digest(fit)),
+        {
+            "topic": QuestionCalibration(
+                "choice", TOPIC.options, Calibrator("prior", prior=(0.5, 0.2, 0.3)), {}
+            )
+        },
+        folds=5,
+        seed=0,
+    ).with_layouts(fit)
+    with pytest.raises(CalibrationMismatchError) as refused:
+        SystemOneClient(object(), model="m", method="logprobs", option_orders=2, calibration=calibration)
+    assert (refused.value.field, refused.value.expected, refused.value.got) == ("option_orders", 1, 2)
+    # Fit on answers averaged over two orders, it is taken by a client asking two, and no other.
+    two = dataclasses.replace(
+        calibration, bound_to=dataclasses.replace(calibration.bound_to, option_orders=2)
+    )
+    SystemOneClient(object(), model="m", method="logprobs", option_orders=2, calibration=two)
+    with pytest.raises(CalibrationMismatchError, match=r"option_orders 2, got 1"):
+        SystemOneClient(object(), model="m", method="logprobs", calibration=two)
+    # A file written before option orders were bound (version 2) was fit on answers asked in one order.
+    written = two.to_json()
+    written["version"] = 2
+    del written["bound_to"]["option_orders"]
+    assert Calibration.of_json(written).bound_to.option_orders == 1
