@@ -37,6 +37,7 @@ async def ask(
     state_column: str = "state",
     api: str = "auto",
     method: str = "auto",
+    option_orders: int = 1,
     requests: RequestCount | None = None,
 ) -> Path:
     """Every row of ``labelled`` asked every question; the batch's output written to ``output`` (Parquet),
@@ -44,7 +45,13 @@ async def ask(
     source = Input(labelled)
     checked = source.check(id_column)
     classifier = BatchClassifier(
-        questions, servers, id_column=id_column, state_column=state_column, api=api, method=method
+        questions,
+        servers,
+        id_column=id_column,
+        state_column=state_column,
+        api=api,
+        method=method,
+        option_orders=option_orders,
     )
     schema = classifier.output_schema(checked.schema)
     partial = output.with_name(output.name + ".partial")
@@ -96,6 +103,7 @@ async def content_free(
     state_column: str = "state",
     api: str = "auto",
     method: str = "auto",
+    option_orders: int = 1,
     requests: RequestCount | None = None,
 ) -> dict[str, Distribution]:
     """Per question, the model's mean answer to the content-free states: its lean before any content.
@@ -112,6 +120,7 @@ async def content_free(
         state_column=state_column,
         api=api,
         method=method,
+        option_orders=option_orders,
         requests=requests,
     )
     return content_free_prior(questions, output, id_column)

@@ -1,11 +1,11 @@
 """``--compare``: the same labelled rows under several settings, side by side.
 
-A setting is written ``key=value,...`` with the keys ``name``, ``base-url``, ``model``, ``method`` and
-``api``; ``base-url=spawn`` starts the embedded llama.cpp serving ``model``. A key left out takes the
-value of the command line's own flag. Each setting's evaluation is written to a folder of its own; the
-comparison (``DIR/metrics.json``, kind ``jevper.comparison``) holds, per setting, each question's
-accuracy and ECE before (and held out after, with ``--fit``), the requests sent and the seconds spent
-asking: the frontier a user picks from.
+A setting is written ``key=value,...`` with the keys ``name``, ``base-url``, ``model``, ``method``,
+``api`` and ``option-orders``; ``base-url=spawn`` starts the embedded llama.cpp serving ``model``. A key
+left out takes the value of the command line's own flag. Each setting's evaluation is written to a
+folder of its own; the comparison (``DIR/metrics.json``, kind ``jevper.comparison``) holds, per setting,
+each question's accuracy and ECE before (and held out after, with ``--fit``), its position flip rate
+(with ``--rotations``), the requests sent and the seconds spent asking: the frontier a user picks from.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 from jevper import ConfigError
 
 COMPARISON_VERSION = 1
-KEYS = ("name", "base-url", "model", "method", "api")
+KEYS = ("name", "base-url", "model", "method", "api", "option-orders")
 SPAWN = "spawn"
 _STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; }
@@ -39,6 +39,7 @@ class Setting:
     model: str | None = None
     method: str | None = None
     api: str | None = None
+    option_orders: int | None = None
 
     @property
     def folder(self) -> str:
@@ -61,7 +62,17 @@ def parse_setting(text: str) -> Setting:
             raise ConfigError(f"--compare {text!r}: expected each key once, got {key!r} twice")
         given[key] = value
     name = given.pop("name", text)
-    return Setting(text=text, name=name, **{k.replace("-", "_"): v for k, v in given.items()})
+    orders = given.pop("option-orders", None)
+    if orders is not None and not (orders.isdigit() and int(orders) >= 1):
+        raise ConfigError(
+            f"--compare {text!r}: expected option-orders to be a whole number of at least 1, got {orders!r}"
+        )
+    return Setting(
+        text=text,
+        name=name,
+        option_orders=None if orders is None else int(orders),
+        **{k.replace("-", "_"): v for k, v in given.items()},
+    )
 
 
 def check_settings(settings: Sequence[Setting]) -> None:
@@ -81,7 +92,7 @@ class Compared:
     """One setting's run: what was asked, how much it cost, and its evaluation's metrics."""
 
     setting: Setting
-    asked: Mapping[str, str]  # base_url, model, method, api as run
+    asked: Mapping[str, Any]  # base_url, model, method, api and option_orders as run
     rows: int
     requests: int
     seconds: float
@@ -106,6 +117,9 @@ def _figures(q: Mapping[str, Any]) -> dict[str, Any]:
     found = {"n": before["n"], "accuracy": before["accuracy"], "ece": before["ece"]["equal_width"]["value"]}
     if isinstance(after, Mapping):
         found |= {"after_accuracy": after["accuracy"], "after_ece": after["ece"]["equal_width"]["value"]}
+    bias = q.get("position_bias")
+    if isinstance(bias, Mapping):
+        found["flips"] = bias["changed"]
     return found
 
 
@@ -119,6 +133,8 @@ def comparison(labelled: str, runs: Sequence[Compared]) -> dict[str, Any]:
             "ece": "top-label ECE over 15 equal-width bins (each setting's own metrics.json has the rest)",
             "after": "held out, as in each setting's metrics.json (with --fit only)",
             "requests": "the HTTP requests the batch core sent for the setting, retries included",
+            "flips": "the share of answers under a rotation of a choice's options that differ from the "
+            "answer in the order given (with --rotations)",
             "seconds": "wall time spent asking the setting's rows (a spawned server's start not counted)",
         },
         "settings": [run.to_json() for run in runs],
@@ -133,6 +149,8 @@ def columns(doc: Mapping[str, Any]) -> list[str]:
         head += [f"{qid} accuracy", f"{qid} ECE"]
         if "after_ece" in q:
             head += [f"{qid} accuracy after", f"{qid} ECE after"]
+        if "flips" in q:
+            head += [f"{qid} flips"]
     return head
 
 
@@ -148,6 +166,7 @@ def rows(doc: Mapping[str, Any]) -> list[list[str]]:
                 else ("accuracy", "ece")
             )
             row += [_number(q.get(k)) for k in keys]
+            row += [_number(q["flips"])] if "flips" in q else []
         found.append(row)
     return found
 

@@ -42,7 +42,15 @@ from jevper.evaluate._metrics import Distribution
 from jevper.evaluate._report import html
 from jevper.evaluate._run import evaluate_files, read_questions
 from jevper.evaluate._select import DEFAULT_FOLDS, DEFAULT_SEED
-from jevper.servers.flags import API_KEY_HELP, HelpFormatter, Renamed, api_key, renamed, url_and_model
+from jevper.servers.flags import (
+    API_KEY_HELP,
+    HelpFormatter,
+    Renamed,
+    add_option_orders_argument,
+    api_key,
+    renamed,
+    url_and_model,
+)
 from jevper.servers.llamacpp import BUILDS, DEFAULT_RELEASE
 from jevper.servers.process import SpawnError
 
@@ -194,6 +202,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="API",
         help="the prompt surface, as the batch's --api (default: none; asked: auto)",
     )
+    add_option_orders_argument(binding)
     return p
 
 
@@ -334,6 +343,7 @@ def _compare(args: argparse.Namespace) -> int:
             "model": ", ".join(sub.model) or "-",
             "method": sub.method or "auto",
             "api": sub.surface or "auto",
+            "option_orders": sub.option_orders,
         }
         runs.append(Compared(setting, asked, rows, requests.sent, done.seconds, done.metrics))
     doc = comparison(str(args.labelled), runs)
@@ -359,6 +369,7 @@ def _under(args: argparse.Namespace, setting: Setting) -> argparse.Namespace:
         sub.model = [setting.model]
     sub.method = setting.method or args.method
     sub.surface = setting.api or args.surface
+    sub.option_orders = args.option_orders if setting.option_orders is None else setting.option_orders
     return sub
 
 
@@ -375,6 +386,7 @@ def _ask_all(
         "state_column": args.state_column,
         "api": args.surface or "auto",
         "method": args.method or "auto",
+        "option_orders": args.option_orders,
         "requests": requests,
     }
     answers = asyncio.run(ask(args.labelled, given, servers, args.out / ASKED, **options))
@@ -455,6 +467,7 @@ def _binding(args: argparse.Namespace, given: dict[str, Any]) -> Binding:
         method=args.method,
         surface=args.surface,
         prompt_digest=prompt_digest(given),
+        option_orders=args.option_orders,
     )
 
 

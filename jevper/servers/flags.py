@@ -40,7 +40,7 @@ def _no_default(default: object) -> bool:
     return default is None or default is False or default is argparse.SUPPRESS or empty
 
 
-def add_option_orders_argument(parser: argparse.ArgumentParser) -> None:
+def add_option_orders_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """``--option-orders N``: each choice asked with its options in N cyclic orders, its answer their mean."""
     parser.add_argument(
         "--option-orders",

@@ -58,7 +58,7 @@ def test_two_settings_are_each_evaluated_in_a_folder_of_their_own_and_tabled_sid
     assert [s["name"] for s in doc["settings"]] == ["chat", "responses"]
     chat, responses = doc["settings"]
     assert chat["asked"] == {"base_url": faults.base_url(), "model": faults.model, "method": "logprobs",
-                             "api": "chat_completions"}  # fmt: skip
+                             "api": "chat_completions", "option_orders": 1}  # fmt: skip
     assert responses["asked"]["api"] == "responses" and responses["asked"]["method"] == "auto"
     for s in doc["settings"]:
         folder = out / s["folder"]
@@ -116,3 +116,32 @@ def test_compare_over_answers_already_written_is_refused(
     assert "--compare: expected --base-url or --spawn to ask under each setting, got --answers" in (
         capsys.readouterr().err
     )
+
+
+def test_a_setting_may_ask_each_choice_in_several_orders_at_one_more_request_per_order_and_binds_it(
+    tmp_path: Path, tickets: Path, faults: FaultServer
+) -> None:
+    out = tmp_path / "out"
+    argv = [
+        str(tickets),
+        "--questions",
+        str(QUESTIONS),
+        "--base-url",
+        faults.base_url(),
+        "--model",
+        faults.model,
+    ]
+    settings = ["name=one,method=logprobs,api=chat_completions", "name=two,method=logprobs,api=chat_completions,option-orders=2"]  # fmt: skip
+    assert (
+        main([*argv, "--rotations", "--out", str(out), *(x for s in settings for x in ("--compare", s))]) == 0
+    )
+    one, two = json.loads((out / "metrics.json").read_text())["settings"]
+    assert (one["asked"]["option_orders"], two["asked"]["option_orders"]) == (1, 2)
+    # "team", the one choice, is asked in its own order and under 3 rotations: each of those 4 asks takes
+    # a second request; the yes/no and the score are asked once either way.
+    assert two["requests"] - one["requests"] == ROWS * 4
+    assert {"flips"} <= set(one["questions"]["team"]) and "flips" not in one["questions"]["angry"]
+    with pytest.raises(
+        ConfigError, match="expected option-orders to be a whole number of at least 1, got '0'"
+    ):
+        parse_setting("option-orders=0")

@@ -216,3 +216,12 @@ def test_answers_that_all_failed_are_written_up_and_exit_1(
     assert "team: n=0 accuracy - ECE - (240 unanswered)" in said.out
     assert "expected answers to score, got none" in said.err
     assert metrics(tmp_path / "out")["questions"]["team"]["unanswered"] == 240
+
+
+def test_answers_asked_in_several_orders_bind_their_calibration_to_that_many(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert run(TICKETS, answered(tmp_path, ".csv"), out, "--fit", *BINDING, "--option-orders", "2") == 0
+    assert Calibration.load(out / "calibration.json").bound_to.option_orders == 2
+    assert metrics(out)["source"]["bound_to"]["option_orders"] == 2
+    with pytest.raises(SystemExit):
+        run(TICKETS, answered(tmp_path, ".csv"), out, "--option-orders", "0")
