@@ -59,6 +59,8 @@ METHOD, API = "logprobs", "chat_completions"
 SAMPLE = {"smollm2": 24, "qwen2.5-coder-0.5b": 12, "qwen2.5-coder-1.5b": 8}
 ROUNDS = 2
 MAX_ECE, MAX_FLIP_SHARE, MIN_RATIO = 0.05, 0.5, 0.9
+#: The option orders a choice is also scored under (option_orders=2), from the rotated runs' answers.
+ORDERS = 2
 
 
 def run() -> Section:
@@ -84,7 +86,67 @@ def run() -> Section:
             for qid, q in results[model]["questions"].items():
                 if q["flip"] is not None:
                     q["flip_by_position"] = _best_by_position(ARTIFACTS / model, qid)
+            ordered = _in_orders(ARTIFACTS / model, ORDERS)
+            if ordered is not None:
+                results[model]["option_orders"] = {"orders": ORDERS, **ordered}
     return _section(results)
+
+
+def _in_orders(folder: Path, orders: int) -> dict[str, Any] | None:
+    """The evaluation of the rotated rows as ``option_orders=orders`` answers them: each choice's answer in
+    each order the mean of that order's and the next ``orders - 1`` rotations' answers (what the client
+    asks and averages; tests/client/test_live_option_orders.py checks it against the client), the other
+    questions as asked once; scored and fit as the run was, into ``folder/option-orders-<orders>/``.
+    None where the run left no rotated answers."""
+    import pyarrow.parquet as pq
+
+    given = json.loads(QUESTIONS.read_text())
+    count = len(rotations(given, read_questions(QUESTIONS)[1]))
+    files = [folder / "answers.parquet"] + [
+        folder / f"answers.rotated-{by}.parquet" for by in range(1, count + 1)
+    ]
+    if count == 0 or not all(path.exists() for path in files):
+        return None
+    out = folder / f"option-orders-{orders}"
+    out.mkdir(exist_ok=True)
+    labelled = folder / "labelled.rotated.csv"
+    labelled = labelled if labelled.exists() else folder / "labelled.csv"
+    with labelled.open(newline="", encoding="utf-8") as f:
+        kept = {row["id"] for row in csv.DictReader(f)}
+    tables = [pq.read_table(path) for path in files]
+    rows = [{r["id"]: r for r in table.to_pylist() if r["id"] in kept} for table in tables]
+    choices = [qid for qid, q in given.items() if q["type"] == "choice"]
+    turned = []
+    for start, table in enumerate(tables):
+        averaged = []
+        for rid, row in rows[start].items():
+            row = dict(row)
+            for qid in choices:
+                asked = [rows[(start + k) % len(rows)][rid].get(qid) for k in range(orders)]
+                if row.get(qid) is None or any(a is None for a in asked):
+                    continue
+                each = [dict(a["probabilities"]) for a in asked]
+                mean = {o: sum(p[o] for p in each) / orders for o in each[0]}
+                best = max(mean, key=lambda o: mean[o])
+                top = (mean[best] - 1 / len(mean)) / (1 - 1 / len(mean))
+                row[qid] = {
+                    **row[qid],
+                    "choice": best,
+                    "probabilities": list(mean.items()),
+                    "confidence": top,
+                }
+            averaged.append(row)
+        path = out / ("answers.parquet" if start == 0 else f"answers.rotated-{start}.parquet")
+        pq.write_table(pa.Table.from_pylist(averaged, schema=table.schema), path)
+        if start:
+            turned.append((folder / f"questions.rotated-{start}.json", path))
+    evaluation = evaluate_files(
+        labelled, QUESTIONS, out / "answers.parquet", rotated=turned, fit=True, folds=FOLDS
+    )
+    metrics = evaluation.to_json({"labelled": str(labelled.relative_to(ROOT)), "option_orders": orders})
+    write_atomically(out / "metrics.json", json.dumps(metrics, indent=2) + "\n")
+    write_atomically(out / "report.html", html(metrics))
+    return {"rows": len(rows[0]), "questions": {qid: _figures(metrics["questions"][qid]) for qid in choices}}
 
 
 def _orders_and_answers(folder: Path, qid: str) -> list[tuple[list[str], dict[str, dict[str, float]]]]:
@@ -411,6 +473,22 @@ def _section(results: dict[str, dict[str, Any]]) -> Section:
                     r["measured"] + (f" (fit again {r['rescored']})" if r.get("rescored") else ""),
                 ]
             )
+        ordered = r.get("option_orders")
+        for qid, q in (ordered or {}).get("questions", {}).items():
+            b, a = q["before"], q["after"]
+            table.append(
+                [
+                    f"{model}, option_orders={ordered['orders']}",
+                    f"{q['n']} of {ordered['rows']}",
+                    qid,
+                    f"{_f(b['accuracy'])} → {_f(a['accuracy'])}",
+                    f"{_f(b['ece'])} → {_f(a['ece'])}",
+                    f"{_f(b['nll'])} → {_f(a['nll'])}",
+                    str(q["method"]),
+                    f"{_f(q['flip'])} → {_f(q['flip_corrected'])}",
+                    r["measured"] + " (derived from its rotated runs)",
+                ]
+            )
         figures += _model_figures(model, r)
     notes = [
         "Every row asked the three questions of tests/fixtures/labelled/tickets.questions.json by logprobs "
@@ -425,6 +503,12 @@ def _section(results: dict[str, dict[str, Any]]) -> Section:
         "often began with prose ('The answer ...'), a LabelReadoutError. Each model's metrics.json "
         "and report.html are in artifacts/calibration/<model>/. 'fit again': the answers of that run "
         "scored and calibrated anew, no server asked (JEVPER_BENCH_CALIBRATION_RESCORE=<model>).",
+        f"'option_orders={ORDERS}': the rotated rows as a client with option_orders={ORDERS} answers them, "
+        f"{ORDERS} requests per choice where one was asked: each order's answer the mean of that order's and "
+        "the next rotation's answers, taken from the rotated runs, which asked each order once "
+        "(tests/client/test_live_option_orders.py checks the client's answer against that mean on the "
+        "embedded server); the yes/no and the score are asked once either way, so only the choice's rows "
+        "are shown. Its figures are in artifacts/calibration/<model>/option-orders-2/.",
     ]
     return Section(
         key=SECTION[0], title=SECTION[1], command=SECTION[2], figures=figures, notes=notes, table=table
@@ -511,6 +595,25 @@ def _model_figures(model: str, r: dict[str, Any]) -> list[Figure]:
                     f"{_f(q['flip'])} raw, {_f(q['flip_corrected'])} after the prior correction; the "
                     "lowest any one correction by answer position was found to reach on the same answers "
                     f"{_f(q.get('flip_by_position'))} (a search over a weight per position)",
+                    r["measured"],
+                )
+            )
+        ordered = (r.get("option_orders") or {}).get("questions", {}).get(qid)
+        if q["flip"] and ordered and ordered["flip_corrected"] is not None:
+            share = ordered["flip_corrected"] / q["flip"]
+            figures.append(
+                Figure(
+                    f"calibration {model}: {qid} flip rate with option_orders={ORDERS} corrected / raw",
+                    share,
+                    "x",
+                    f"<= {MAX_FLIP_SHARE}",
+                    share <= MAX_FLIP_SHARE,
+                    load,
+                    f"{_f(q['flip'])} raw, asked once; with option_orders={ORDERS} ({ORDERS} requests for "
+                    f"the choice where one), {_f(ordered['flip'])} raw and {_f(ordered['flip_corrected'])} "
+                    f"after the prior correction; accuracy {_f(ordered['before']['accuracy'])} before, "
+                    f"{_f(ordered['after']['accuracy'])} held out after, on the "
+                    f"{r['option_orders']['rows']} rotated rows",
                     r["measured"],
                 )
             )
