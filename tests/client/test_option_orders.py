@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import math
 from typing import Any
 
 import pytest
+from _label_answers import label
 from openai import AsyncOpenAI, OpenAI
 
 from jevper import (
@@ -35,24 +35,9 @@ SECOND = {"A": 0.05, "B": 0.55, "C": 0.4}
 MEAN = {"billing": 0.45, "other": 0.075, "shipping": 0.475}
 
 
-def label(alternatives: dict[str, float]) -> dict[str, Any]:
-    """A Chat Completions label answer whose answer token lists ``alternatives`` (label: probability)."""
-    answer = max(alternatives, key=lambda t: alternatives[t])
-    top = [{"token": t, "logprob": math.log(p)} for t, p in alternatives.items()]
-    entry = {"token": answer, "logprob": math.log(alternatives[answer]), "top_logprobs": top}
-    return {
-        "object": "chat.completion",
-        "model": "smollm2",
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "stop",
-                "message": {"role": "assistant", "content": answer},
-                "logprobs": {"content": [entry]},
-            }
-        ],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 1, "total_tokens": 101},
-    }
+def answered(alternatives: dict[str, float]) -> dict[str, Any]:
+    """A label answer choosing the most probable of ``alternatives``."""
+    return label(max(alternatives, key=lambda t: alternatives[t]), alternatives)
 
 
 def shown_options(body: dict[str, Any]) -> list[str]:
@@ -85,16 +70,16 @@ def check_averaged(response: Any, loopback: Any) -> None:
 def test_a_choice_asked_in_two_orders_answers_with_the_mean_of_both_read_back_option_by_option(
     loopback: Any,
 ) -> None:
-    loopback.reply("/chat/completions", 200, label(FIRST))
-    loopback.reply("/chat/completions", 200, label(SECOND))
+    loopback.reply("/chat/completions", 200, answered(FIRST))
+    loopback.reply("/chat/completions", 200, answered(SECOND))
     sdk = OpenAI(base_url=loopback.url, api_key="local", max_retries=0)
     client = SystemOneClient(sdk, model="smollm2", api="chat_completions", method="logprobs", option_orders=2)
     check_averaged(client.system_one(state=STATE, questions={"topic": TOPIC}), loopback)
 
 
 def test_the_async_client_averages_alike_and_a_call_may_set_its_own_option_orders(loopback: Any) -> None:
-    loopback.reply("/chat/completions", 200, label(FIRST))
-    loopback.reply("/chat/completions", 200, label(SECOND))
+    loopback.reply("/chat/completions", 200, answered(FIRST))
+    loopback.reply("/chat/completions", 200, answered(SECOND))
 
     async def ask() -> Any:
         sdk = AsyncOpenAI(base_url=loopback.url, api_key="local", max_retries=0)

@@ -4,10 +4,10 @@ openai SDK against a loopback server: how the options are grouped, and the chain
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import pytest
+from _label_answers import label
 from openai import OpenAI
 
 from jevper import Choice, SystemOneClient
@@ -16,25 +16,6 @@ from jevper._rounds import GROUP_CHARS, groups
 
 STATE = "This is case number 3."
 WIDE = Choice(criteria={f"o{i}": None for i in range(27)})
-
-
-def label(answer: str, alternatives: dict[str, float]) -> dict[str, Any]:
-    """A Chat Completions label answer whose answer token lists ``alternatives`` (label: probability)."""
-    top = [{"token": t, "logprob": math.log(p)} for t, p in alternatives.items()]
-    entry = {"token": answer, "logprob": math.log(alternatives[answer]), "top_logprobs": top}
-    return {
-        "object": "chat.completion",
-        "model": "smollm2",
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "stop",
-                "message": {"role": "assistant", "content": answer},
-                "logprobs": {"content": [entry]},
-            }
-        ],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 1, "total_tokens": 101},
-    }
 
 
 def test_the_groups_of_a_wide_choice_fit_a_label_readout_and_keep_every_option_once() -> None:

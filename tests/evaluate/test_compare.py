@@ -25,6 +25,19 @@ def faults() -> Iterator[FaultServer]:
         yield server
 
 
+def asking(tickets: Path, faults: FaultServer) -> list[str]:
+    """The command line asking the fault server the labelled rows."""
+    return [
+        str(tickets),
+        "--questions",
+        str(QUESTIONS),
+        "--base-url",
+        faults.base_url(),
+        "--model",
+        faults.model,
+    ]
+
+
 @pytest.fixture
 def tickets(tmp_path: Path) -> Path:
     with TICKETS.open(newline="", encoding="utf-8") as f:
@@ -42,15 +55,7 @@ def test_two_settings_are_each_evaluated_in_a_folder_of_their_own_and_tabled_sid
 ) -> None:
     out = tmp_path / "out"
     before = len(faults.log)
-    argv = [
-        str(tickets),
-        "--questions",
-        str(QUESTIONS),
-        "--base-url",
-        faults.base_url(),
-        "--model",
-        faults.model,
-    ]
+    argv = asking(tickets, faults)
     settings = ["name=chat,api=chat_completions,method=logprobs", "name=responses,api=responses"]
     assert main([*argv, "--out", str(out), *(x for s in settings for x in ("--compare", s))]) == 0
     doc = json.loads((out / "metrics.json").read_text())
@@ -122,16 +127,9 @@ def test_a_setting_may_ask_each_choice_in_several_orders_at_one_more_request_per
     tmp_path: Path, tickets: Path, faults: FaultServer
 ) -> None:
     out = tmp_path / "out"
-    argv = [
-        str(tickets),
-        "--questions",
-        str(QUESTIONS),
-        "--base-url",
-        faults.base_url(),
-        "--model",
-        faults.model,
-    ]
-    settings = ["name=one,method=logprobs,api=chat_completions", "name=two,method=logprobs,api=chat_completions,option-orders=2"]  # fmt: skip
+    argv = asking(tickets, faults)
+    how = "method=logprobs,api=chat_completions"
+    settings = [f"name=one,{how}", f"name=two,{how},option-orders=2"]
     assert (
         main([*argv, "--rotations", "--out", str(out), *(x for s in settings for x in ("--compare", s))]) == 0
     )
