@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import socket
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -241,7 +242,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as refused:
         print(f"python -m jevper.serve: {refused}", file=sys.stderr)
         return 2
-    with _upstream(args, checked) as (upstream, model):
+    try:
+        # The gateway's port is held from here, before an upstream is spawned: the embedded server's own
+        # free port can then never be this one, and a port already taken is said at once.
+        listening = _listening(args.host, args.port)
+    except OSError as taken:
+        print(f"python -m jevper.serve: --host {args.host} --port {args.port}: {taken}", file=sys.stderr)
+        return 2
+    with listening, _upstream(args, checked) as (upstream, model):
         config = replace(checked, upstream=upstream, model=model)
         behind = ", ".join(f"{m} at {u}" for u, m in config.upstreams)
         print(
@@ -253,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if config.calibration is not None:
             print(f"jevper.serve: {calibrating(config.calibration, args.spawn)}", file=sys.stderr, flush=True)
         # Uvicorn drains the requests in flight on SIGTERM or Ctrl-C, for as long as one may take.
-        uvicorn.run(
+        settings = uvicorn.Config(
             create_app(config),
             host=args.host,
             port=args.port,
@@ -264,4 +272,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             log_config=None,
             timeout_graceful_shutdown=int(args.timeout) + 5,
         )
+        uvicorn.Server(settings).run(sockets=[listening])
     return 0
+
+
+def _listening(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host``:``port`` (IPv4 or IPv6, as the host resolves), for Uvicorn."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    listening = socket.socket(family, kind, proto)
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind(address)
+        listening.listen(2048)
+    except OSError:
+        listening.close()
+        raise
+    return listening

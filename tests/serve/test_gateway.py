@@ -581,3 +581,20 @@ def test_a_choice_wider_than_the_labels_gets_the_same_distribution_from_the_gate
         assert answer.probabilities == pytest.approx(through_gateway["probabilities"], rel=1e-9)
         assert answer.confidence == pytest.approx(through_gateway["confidence"])
     assert len(set(through_gateway["probabilities"].values())) > 2  # the model's numbers, not an even split
+
+
+def test_a_port_already_taken_is_refused_at_once_naming_it_before_any_upstream_is_started(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import socket
+
+    from jevper.serve.cli import main
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        argv = ["--upstream", "http://127.0.0.1:9/v1", "--model", "m", "--port", str(port)]
+        assert main(argv) == 2
+    said = capsys.readouterr().err
+    assert f"python -m jevper.serve: --host 127.0.0.1 --port {port}: " in said and "in use" in said
