@@ -75,6 +75,10 @@ def run() -> Section:
         print(f"  {model} ...", flush=True)
         result = _rescored(model) if model in again else _model(model)
         write_atomically(ARTIFACTS / model / "bench.json", json.dumps(result, indent=1) + "\n")
+    for model in [m for m in os.environ.get("JEVPER_BENCH_CALIBRATION_ORDERS_COST", "").split(",") if m]:
+        print(f"  {model}: the cost of option_orders={ORDERS} ...", flush=True)
+        cost = _orders_cost(model)
+        write_atomically(ARTIFACTS / model / "orders-cost.json", json.dumps(cost, indent=1) + "\n")
     results = {}
     for model in ROWS:
         path = ARTIFACTS / model / "bench.json"
@@ -89,7 +93,49 @@ def run() -> Section:
             ordered = _in_orders(ARTIFACTS / model, ORDERS)
             if ordered is not None:
                 results[model]["option_orders"] = {"orders": ORDERS, **ordered}
+            cost = ARTIFACTS / model / "orders-cost.json"
+            if cost.exists():
+                results[model]["orders_cost"] = json.loads(cost.read_text())
     return _section(results)
+
+
+def _orders_cost(model: str, rows: int = 16, rounds: int = 2) -> dict[str, Any]:
+    """Seconds per row of the choice asked once and with option_orders=ORDERS, through the batch core on
+    a server of SLOTS slots: alternating, each round on rows neither setting asked before (the prompt
+    cache helps within a row, as in use, not across runs), the faster round of each kept."""
+    given = {"team": json.loads(QUESTIONS.read_text())["team"]}
+    with (ARTIFACTS / model / "labelled.csv").open(newline="", encoding="utf-8") as f:
+        table = list(csv.DictReader(f))
+    need = rows * 2 * rounds
+    if len(table) < need:
+        raise ValueError(f"orders cost: expected {need} labelled rows of {model}, got {len(table)}")
+    took: dict[int, list[float]] = {1: [], ORDERS: []}
+    with spawn_llamacpp(extra_args=slot_args(SLOTS), model_alias=model) as server:
+        servers = [Server(server.base_url, server.model, SLOTS)]
+        chunks = iter(range(0, need, rows))
+        for turn in range(rounds):
+            for orders in (1, ORDERS) if turn % 2 == 0 else (ORDERS, 1):
+                start = next(chunks)
+                part = table[start : start + rows]
+                batch = pa.record_batch({"id": [r["id"] for r in part], "state": [r["state"] for r in part]})
+                core = BatchClassifier(given, servers, api=API, method=METHOD, option_orders=orders)
+                t0 = time.perf_counter()
+                out = core.classify_sync(batch)
+                took[orders].append((time.perf_counter() - t0) / rows)
+                core.close()
+                if out.column("error").null_count != rows:
+                    raise _Unanswered(f"option_orders={orders} left rows of the cost sample unanswered")
+    once, ordered = min(took[1]), min(took[ORDERS])
+    return {
+        "rows": rows,
+        "rounds": rounds,
+        "slots": SLOTS,
+        "seconds_per_row_once": once,
+        "seconds_per_row_orders": ordered,
+        "orders": ORDERS,
+        "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load": load_average(),
+    }
 
 
 def _in_orders(folder: Path, orders: int) -> dict[str, Any] | None:
@@ -596,6 +642,24 @@ def _model_figures(model: str, r: dict[str, Any]) -> list[Figure]:
                     "lowest any one correction by answer position was found to reach on the same answers "
                     f"{_f(q.get('flip_by_position'))} (a search over a weight per position)",
                     r["measured"],
+                )
+            )
+        cost = r.get("orders_cost")
+        if cost and qid == "team":
+            ratio = cost["seconds_per_row_orders"] / cost["seconds_per_row_once"]
+            figures.append(
+                Figure(
+                    f"calibration {model}: {qid} seconds with option_orders={cost['orders']} / asked once",
+                    ratio,
+                    "x",
+                    "",
+                    None,
+                    cost["load"],
+                    f"{cost['seconds_per_row_orders']:.2f} s against {cost['seconds_per_row_once']:.2f} s "
+                    f"per row of the choice alone, through the batch core on {cost['slots']} slots; "
+                    f"{cost['rows']} rows a run, each run on rows not asked before, the faster of "
+                    f"{cost['rounds']} alternating runs each (JEVPER_BENCH_CALIBRATION_ORDERS_COST={model})",
+                    cost["measured"],
                 )
             )
         ordered = (r.get("option_orders") or {}).get("questions", {}).get(qid)
