@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Unpack
 
 from jevper import _json
@@ -16,6 +16,7 @@ from jevper._errors import InvalidQuestionError
 from jevper._json import Json
 from jevper._memory import Memory
 from jevper._options import ClientOptions, Options, Overrides
+from jevper._orders import expanded
 from jevper._prompt import StateTurns, state_turns
 from jevper._trace import Prefill, QuestionTrace, Route, Trace
 from jevper._usage import total
@@ -104,6 +105,13 @@ class BaseClient:
         return SystemOneResponse(
             answers=answers, usage=usage, reasoning=reasoning, debug=trace.to_dict(), model=model
         )
+
+
+def in_orders(plan: Plan) -> Plan:
+    """The call with every question as it is asked: a choice once per order of its options
+    (``option_orders``), so the clients ask the orders concurrently, as they ask the call's questions."""
+    orders = plan.options.option_orders
+    return plan if orders == 1 else replace(plan, questions=expanded(plan.questions, orders))
 
 
 def question_trace(answered: Answered) -> QuestionTrace:

@@ -7,34 +7,52 @@ option) and answers with the mean of the N distributions, each read back option 
 place then weighs less in the answer, at N requests where one was asked. Yes/no questions and scores
 are asked once: their options have an order of meaning, not of presentation.
 
-Like the engine, this never performs I/O: it yields each order's requests from ``_engine.answer``.
+Like the engine, this never performs I/O: the clients ask every order as a question of the call
+(``expanded``), concurrently as they ask a call's questions, and fold the answers back (``folded``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 from jevper._distribution import choice_confidence
-from jevper._engine import Answered, Step, Trail
-from jevper._engine import answer as answer_once
-from jevper._memory import Memory
-from jevper._options import Options
-from jevper._prompt import StateTurns
+from jevper._engine import Answered, Trail
 from jevper.models import ChoiceAnswer
 from jevper.questions import Choice, Question
 
+E = TypeVar("E")
 
-def answer(question: Question, state: StateTurns, settings: Options, memory: Memory, qid: str) -> Step:
-    """``question`` answered: a choice in ``settings.option_orders`` orders, averaged; anything else once."""
-    orders = orders_of(question, settings.option_orders)
-    if len(orders) < 2:
-        return (yield from answer_once(question, state, settings, memory, qid))
-    assert isinstance(question, Choice)
-    answered = []
-    for by in orders:
-        asked = question.rotated(by)
-        answered.append((yield from answer_once(asked, state, settings, memory, qid)))
-    return averaged(question, answered)
+
+def expanded(questions: Sequence[tuple[str, Question]], orders: int) -> tuple[tuple[str, Question], ...]:
+    """Every question as it is asked: a choice once per order (``orders_of``), rotated, under its own id;
+    anything else once. The clients ask these as they ask a call's questions, concurrently."""
+    return tuple(
+        (qid, question.rotated(by) if isinstance(question, Choice) and by else question)
+        for qid, question in questions
+        for by in orders_of(question, orders)
+    )
+
+
+def folded(
+    questions: Sequence[tuple[str, Question]], results: Sequence[Answered | E], orders: int
+) -> list[Answered | E]:
+    """One result per question from ``expanded``'s results, in order: a choice's orders averaged, or the
+    first failure among them (a question one of whose orders could not be read is not answered)."""
+    found: list[Answered | E] = []
+    at = 0
+    for _, question in questions:
+        count = len(orders_of(question, orders))
+        group = results[at : at + count]
+        at += count
+        failed = [r for r in group if not isinstance(r, Answered)]
+        if count == 1 or failed:
+            found.append(failed[0] if failed else group[0])
+        else:
+            assert isinstance(question, Choice)
+            found.append(averaged(question, [r for r in group if isinstance(r, Answered)]))
+    return found
 
 
 def orders_of(question: Question, orders: int) -> list[int]:

@@ -10,16 +10,17 @@ from typing import Any, Self, TypeVar, Unpack
 
 from jevper import _decisions, _native, _routes, _transport
 from jevper._calibrated import calibrated
-from jevper._client_base import BaseClient, Plan
-from jevper._engine import Answered, Call
+from jevper._client_base import BaseClient, Plan, in_orders
+from jevper._engine import Answered, Call, answer
 from jevper._errors import JevperError
 from jevper._options import ClientOptions, Overrides
-from jevper._orders import answer
+from jevper._orders import folded
 from jevper.decision_answers import DecisionResponse
 from jevper.models import State, SystemOneResponse
 from jevper.questions import Question
 
 R = TypeVar("R")
+E = TypeVar("E")
 T = TypeVar("T")
 
 
@@ -58,7 +59,7 @@ class AsyncSystemOneClient(BaseClient):
         call = self._plan(state, questions, overrides)
         native = await self._natively(call)
         answered = (
-            native if native is not None else self._assemble(call, await self._each(call, self._answer))
+            native if native is not None else self._assemble(call, await self._in_orders(call, self._answer))
         )
         return calibrated(call.options, call.questions, answered)
 
@@ -118,6 +119,13 @@ class AsyncSystemOneClient(BaseClient):
             # or a slot of the gate past the call.
             await _cancelled(tasks)
             raise
+
+    async def _in_orders(
+        self, call: Plan, work: Callable[[Plan, str, Question, asyncio.Semaphore], Awaitable[Answered | E]]
+    ) -> list[Answered | E]:
+        """``work`` for every question of the call, a choice once per order of its options (option_orders),
+        each choice's orders folded into one answer."""
+        return folded(call.questions, await self._each(in_orders(call), work), call.options.option_orders)
 
     async def _answer(self, call: Plan, qid: str, question: Question, gate: asyncio.Semaphore) -> Answered:
         async with gate:
@@ -192,7 +200,7 @@ class AsyncDecisions:
         native = await client._natively(plan)
         if native is not None:
             return _decisions.from_system_one(call, native)
-        outcomes = await client._each(plan, self._outcome)
+        outcomes = await client._in_orders(plan, self._outcome)
         return _decisions.assembled(call, outcomes, client._memory)
 
     async def _outcome(

@@ -10,16 +10,17 @@ from typing import Any, Self, TypeVar, Unpack
 
 from jevper import _decisions, _native, _routes, _transport
 from jevper._calibrated import calibrated
-from jevper._client_base import BaseClient, Plan
-from jevper._engine import Answered, Call
+from jevper._client_base import BaseClient, Plan, in_orders
+from jevper._engine import Answered, Call, answer
 from jevper._errors import JevperError
 from jevper._options import ClientOptions, Overrides
-from jevper._orders import answer
+from jevper._orders import folded
 from jevper.decision_answers import DecisionResponse
 from jevper.models import State, SystemOneResponse
 from jevper.questions import Question
 
 R = TypeVar("R")
+E = TypeVar("E")
 T = TypeVar("T")
 
 
@@ -58,7 +59,7 @@ class SystemOneClient(BaseClient):
         """Ask every question about ``state``; answers come back keyed by question id, in order."""
         call = self._plan(state, questions, overrides)
         native = self._natively(call)
-        answered = native if native is not None else self._assemble(call, self._each(call, self._answer))
+        answered = native if native is not None else self._assemble(call, self._in_orders(call, self._answer))
         return calibrated(call.options, call.questions, answered)
 
     @property
@@ -121,6 +122,13 @@ class SystemOneClient(BaseClient):
                 future.cancel()
             wait(futures)
             raise
+
+    def _in_orders(
+        self, call: Plan, work: Callable[[Plan, str, Question], Answered | E]
+    ) -> list[Answered | E]:
+        """``work`` for every question of the call, a choice once per order of its options (option_orders),
+        each choice's orders folded into one answer."""
+        return folded(call.questions, self._each(in_orders(call), work), call.options.option_orders)
 
     def _answer(self, call: Plan, qid: str, question: Question) -> Answered:
         return self._drive(answer(question, call.state, call.options, self._memory, qid), self._send)
@@ -192,7 +200,7 @@ class Decisions:
         native = client._natively(plan)
         if native is not None:
             return _decisions.from_system_one(call, native)
-        outcomes = client._each(
+        outcomes = client._in_orders(
             plan, lambda plan, qid, q: _decisions.outcome(lambda: client._answer(plan, qid, q))
         )
         return _decisions.assembled(call, outcomes, client._memory)

@@ -33,6 +33,7 @@ TOPIC = Choice(criteria={"billing": "a charge", "other": "anything else", "shipp
 FIRST = {"A": 0.5, "B": 0.1, "C": 0.4}
 SECOND = {"A": 0.05, "B": 0.55, "C": 0.4}
 MEAN = {"billing": 0.45, "other": 0.075, "shipping": 0.475}
+HOW: dict[str, Any] = {"api": "chat_completions", "method": "logprobs"}
 
 
 def answered(alternatives: dict[str, float]) -> dict[str, Any]:
@@ -73,7 +74,8 @@ def test_a_choice_asked_in_two_orders_answers_with_the_mean_of_both_read_back_op
     loopback.reply("/chat/completions", 200, answered(FIRST))
     loopback.reply("/chat/completions", 200, answered(SECOND))
     sdk = OpenAI(base_url=loopback.url, api_key="local", max_retries=0)
-    client = SystemOneClient(sdk, model="smollm2", api="chat_completions", method="logprobs", option_orders=2)
+    # One request at a time, so the replies queued meet the orders in turn.
+    client = SystemOneClient(sdk, model="smollm2", **HOW, option_orders=2, max_concurrency=1)
     check_averaged(client.system_one(state=STATE, questions={"topic": TOPIC}), loopback)
 
 
@@ -83,10 +85,39 @@ def test_the_async_client_averages_alike_and_a_call_may_set_its_own_option_order
 
     async def ask() -> Any:
         sdk = AsyncOpenAI(base_url=loopback.url, api_key="local", max_retries=0)
-        client = AsyncSystemOneClient(sdk, model="smollm2", api="chat_completions", method="logprobs")
+        client = AsyncSystemOneClient(sdk, model="smollm2", **HOW, max_concurrency=1)
         return await client.system_one(state=STATE, questions={"topic": TOPIC}, option_orders=2)
 
     check_averaged(asyncio.run(ask()), loopback)
+
+
+def test_the_orders_are_asked_at_once_as_a_calls_questions_are_and_a_failed_order_fails_the_question(
+    loopback: Any,
+) -> None:
+    loopback.delay = 0.3
+    for _ in range(2):
+        loopback.reply("/chat/completions", 200, answered(FIRST))
+    sdk = OpenAI(base_url=loopback.url, api_key="local", max_retries=0)
+    client = SystemOneClient(sdk, model="smollm2", **HOW, option_orders=2)
+    client.system_one(state=STATE, questions={"topic": TOPIC})
+    assert loopback.most_in_flight == 2
+    # One order's reply unreadable: Decisions' refusal for that question, the other question answered.
+    loopback.reply("/chat/completions", 200, answered(FIRST))
+    loopback.reply("/chat/completions", 200, {"object": "chat.completion", "choices": []})
+    loopback.reply("/chat/completions", 200, answered({"A": 0.9, "B": 0.1}))
+    one = SystemOneClient(sdk, model="smollm2", **HOW, option_orders=2, max_concurrency=1)
+    decided = one.decisions.create(
+        input=STATE,
+        questions=[
+            {
+                "type": "choice",
+                "instructions": "Which topic?",
+                "choices": [{"value": v} for v in TOPIC.options],
+            },
+            {"type": "predicate", "instructions": "Is it urgent?"},
+        ],
+    )
+    assert decided.answers[0].type == "refusal" and decided.answers[1].type != "refusal"
 
 
 def test_one_order_is_asked_by_default_and_no_more_orders_than_options_however_many_are_asked() -> None:
