@@ -32,7 +32,9 @@ from typing import Any
 import pyarrow as pa
 from _capturing import Capturing
 from _report import ROOT, Figure, Section, load_average
+from openai import OpenAI
 
+from jevper import SystemOneClient
 from jevper.batch import BatchClassifier, Server
 from jevper.evaluate._ask import ask, content_free, content_free_prior, rotations
 from jevper.evaluate._calibration import write_atomically
@@ -100,13 +102,14 @@ def run() -> Section:
 
 
 def _orders_cost(model: str, rows: int = 16, rounds: int = 2) -> dict[str, Any]:
-    """Seconds per row of the choice asked once and with option_orders=ORDERS, through the batch core on
-    a server of SLOTS slots: alternating, each round on rows neither setting asked before (the prompt
+    """Seconds per row of the choice asked once and with option_orders=ORDERS: through the batch core on a
+    server of SLOTS slots (every slot busy), and one call at a time through the client (the slots
+    otherwise free: a caller's wait). Alternating, each round on rows no run asked before (the prompt
     cache helps within a row, as in use, not across runs), the faster round of each kept."""
     given = {"team": json.loads(QUESTIONS.read_text())["team"]}
     with (ARTIFACTS / model / "labelled.csv").open(newline="", encoding="utf-8") as f:
         table = list(csv.DictReader(f))
-    need = rows * 2 * rounds
+    need = rows * 4 * rounds
     if len(table) < need:
         raise ValueError(f"orders cost: expected {need} labelled rows of {model}, got {len(table)}")
     took: dict[int, list[float]] = {1: [], ORDERS: []}
@@ -125,8 +128,24 @@ def _orders_cost(model: str, rows: int = 16, rounds: int = 2) -> dict[str, Any]:
                 core.close()
                 if out.column("error").null_count != rows:
                     raise _Unanswered(f"option_orders={orders} left rows of the cost sample unanswered")
+        # One call at a time, the server's slots otherwise free: the latency a caller sees.
+        waited: dict[int, list[float]] = {1: [], ORDERS: []}
+        sdk = OpenAI(base_url=server.base_url, api_key="none", max_retries=0)
+        for turn in range(rounds):
+            for orders in (1, ORDERS) if turn % 2 == 0 else (ORDERS, 1):
+                start = next(chunks)
+                client = SystemOneClient(
+                    sdk, model=server.model, api=API, method=METHOD, option_orders=orders
+                )
+                t0 = time.perf_counter()
+                for row in table[start : start + rows]:
+                    client.system_one(state=row["state"], questions=given)
+                waited[orders].append((time.perf_counter() - t0) / rows)
+                client.close()
     once, ordered = min(took[1]), min(took[ORDERS])
     return {
+        "call_seconds_once": min(waited[1]),
+        "call_seconds_orders": min(waited[ORDERS]),
         "rows": rows,
         "rounds": rounds,
         "slots": SLOTS,
@@ -483,6 +502,10 @@ def _raw_rate(server: Server, bodies: list[dict[str, Any]], rows: int) -> float:
     return asyncio.run(main())
 
 
+def _seconds(found: dict[str, Any], key: str) -> str:
+    return f"{found[key]:.2f} s" if key in found else "not measured"
+
+
 def _f(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
 
@@ -656,7 +679,9 @@ def _model_figures(model: str, r: dict[str, Any]) -> list[Figure]:
                     None,
                     cost["load"],
                     f"{cost['seconds_per_row_orders']:.2f} s against {cost['seconds_per_row_once']:.2f} s "
-                    f"per row of the choice alone, through the batch core on {cost['slots']} slots; "
+                    f"per row of the choice alone, through the batch core on {cost['slots']} slots; one "
+                    f"call at a time, {_seconds(cost, 'call_seconds_orders')} against "
+                    f"{_seconds(cost, 'call_seconds_once')} per call; "
                     f"{cost['rows']} rows a run, each run on rows not asked before, the faster of "
                     f"{cost['rounds']} alternating runs each (JEVPER_BENCH_CALIBRATION_ORDERS_COST={model})",
                     cost["measured"],
