@@ -95,6 +95,18 @@ def run() -> Section:
             ordered = _in_orders(ARTIFACTS / model, ORDERS)
             if ordered is not None:
                 results[model]["option_orders"] = {"orders": ORDERS, **ordered}
+            live = ARTIFACTS / model / f"option-orders-{ORDERS}-live" / "metrics.json"
+            if live.exists():
+                asked = json.loads(live.read_text())
+                choices = [
+                    qid for qid, q in json.loads(QUESTIONS.read_text()).items() if q["type"] == "choice"
+                ]
+                results[model]["option_orders_asked"] = {
+                    "orders": ORDERS,
+                    "rows": asked["questions"][choices[0]]["before"]["n"] if choices else 0,
+                    "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(live.stat().st_mtime)),
+                    "questions": {qid: _figures(asked["questions"][qid]) for qid in choices},
+                }
             cost = ARTIFACTS / model / "orders-cost.json"
             if cost.exists():
                 results[model]["orders_cost"] = json.loads(cost.read_text())
@@ -542,22 +554,27 @@ def _section(results: dict[str, dict[str, Any]]) -> Section:
                     r["measured"] + (f" (fit again {r['rescored']})" if r.get("rescored") else ""),
                 ]
             )
-        ordered = r.get("option_orders")
-        for qid, q in (ordered or {}).get("questions", {}).items():
-            b, a = q["before"], q["after"]
-            table.append(
-                [
-                    f"{model}, option_orders={ordered['orders']}",
-                    f"{q['n']} of {ordered['rows']}",
-                    qid,
-                    f"{_f(b['accuracy'])} → {_f(a['accuracy'])}",
-                    f"{_f(b['ece'])} → {_f(a['ece'])}",
-                    f"{_f(b['nll'])} → {_f(a['nll'])}",
-                    str(q["method"]),
-                    f"{_f(q['flip'])} → {_f(q['flip_corrected'])}",
-                    r["measured"] + " (derived from its rotated runs)",
-                ]
-            )
+        for key, how in (
+            ("option_orders", "derived from its rotated runs"),
+            ("option_orders_asked", "asked"),
+        ):
+            ordered = r.get(key)
+            for qid, q in (ordered or {}).get("questions", {}).items():
+                b, a = q["before"], q["after"]
+                table.append(
+                    [
+                        f"{model}, option_orders={ordered['orders']}"
+                        + (", asked" if key.endswith("asked") else ""),
+                        f"{q['n']} of {ordered['rows']}",
+                        qid,
+                        f"{_f(b['accuracy'])} → {_f(a['accuracy'])}",
+                        f"{_f(b['ece'])} → {_f(a['ece'])}",
+                        f"{_f(b['nll'])} → {_f(a['nll'])}",
+                        str(q["method"]),
+                        f"{_f(q['flip'])} → {_f(q['flip_corrected'])}",
+                        f"{ordered.get('measured', r['measured'])} ({how})",
+                    ]
+                )
         figures += _model_figures(model, r)
     notes = [
         "Every row asked the three questions of tests/fixtures/labelled/tickets.questions.json by logprobs "
@@ -577,7 +594,9 @@ def _section(results: dict[str, dict[str, Any]]) -> Section:
         "the next rotation's answers, taken from the rotated runs, which asked each order once "
         "(tests/client/test_live_option_orders.py checks the client's answer against that mean on the "
         "embedded server); the yes/no and the score are asked once either way, so only the choice's rows "
-        "are shown. Its figures are in artifacts/calibration/<model>/option-orders-2/.",
+        "are shown. Its figures are in artifacts/calibration/<model>/option-orders-2/. 'option_orders=2, "
+        "asked': the same rows asked so by python -m jevper.evaluate --spawn --option-orders 2 --rotations "
+        "--fit (each rotation of the options itself asked in two orders), in option-orders-2-live/.",
     ]
     return Section(
         key=SECTION[0], title=SECTION[1], command=SECTION[2], figures=figures, notes=notes, table=table
@@ -687,7 +706,10 @@ def _model_figures(model: str, r: dict[str, Any]) -> list[Figure]:
                     cost["measured"],
                 )
             )
-        ordered = (r.get("option_orders") or {}).get("questions", {}).get(qid)
+        # Asked with option_orders where that run was made; else derived from the rotated runs.
+        source = r.get("option_orders_asked") or r.get("option_orders") or {}
+        ordered = source.get("questions", {}).get(qid)
+        how = "asked so" if "option_orders_asked" in r else "derived from the rotated runs"
         if q["flip"] and ordered and ordered["flip_corrected"] is not None:
             share = ordered["flip_corrected"] / q["flip"]
             figures.append(
@@ -702,8 +724,8 @@ def _model_figures(model: str, r: dict[str, Any]) -> list[Figure]:
                     f"the choice where one), {_f(ordered['flip'])} raw and {_f(ordered['flip_corrected'])} "
                     f"after the prior correction; accuracy {_f(ordered['before']['accuracy'])} before, "
                     f"{_f(ordered['after']['accuracy'])} held out after, on the "
-                    f"{r['option_orders']['rows']} rotated rows",
-                    r["measured"],
+                    f"{source['rows']} rotated rows ({how})",
+                    source.get("measured", r["measured"]),
                 )
             )
     return figures
