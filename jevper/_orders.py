@@ -26,8 +26,9 @@ E = TypeVar("E")
 
 
 def expanded(questions: Sequence[tuple[str, Question]], orders: int) -> tuple[tuple[str, Question], ...]:
-    """Every question as it is asked: a choice once per order (``orders_of``), rotated, under its own id;
-    anything else once. The clients ask these as they ask a call's questions, concurrently."""
+    """Every question as it is asked: a choice once per order (``orders_of``), rotated, under the
+    question's own id; anything else once. The clients ask these as they ask a call's questions,
+    concurrently."""
     return tuple(
         (qid, question.rotated(by) if isinstance(question, Choice) and by else question)
         for qid, question in questions
