@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 import httpx
 import pytest
+from _asgi_gateway import in_process
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
@@ -195,8 +196,7 @@ def test_the_requests_past_the_in_flight_limit_get_429_with_retry_after(upstream
         config = GatewayConfig(
             upstream=upstream.base_url("slow-drip"), model="smollm2", api="chat_completions", max_in_flight=2
         )
-        transport = httpx.ASGITransport(app=create_app(config))
-        async with httpx.AsyncClient(transport=transport, base_url="http://gateway", timeout=30) as client:
+        async with in_process(create_app(config), timeout=30) as client:
             one = {"state": STATE, "questions": {"topic": QUESTIONS["topic"]}}
             return list(await asyncio.gather(*(client.post("/v1/systemone", json=one) for _ in range(5))))
 
@@ -499,8 +499,7 @@ def _post_slowly(config: GatewayConfig, pause: float, fast: int = 0) -> list[htt
     raw = json.dumps({"state": STATE, "questions": {"t": QUESTIONS["topic"]}}).encode()
 
     async def both() -> list[httpx.Response]:
-        transport = httpx.ASGITransport(app=create_app(config))
-        async with httpx.AsyncClient(transport=transport, base_url="http://gateway", timeout=30) as client:
+        async with in_process(create_app(config), timeout=30) as client:
             slow = asyncio.create_task(
                 client.post("/v1/systemone", content=_slowly(raw[:10], pause, raw[10:]), headers=AUTH)
             )

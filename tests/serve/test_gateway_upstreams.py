@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from _asgi_gateway import in_process
 from starlette.testclient import TestClient
 
 from jevper.serve import GatewayConfig, create_app
@@ -110,11 +111,7 @@ def test_requests_spread_over_the_upstreams_by_room(healthy: FaultServer) -> Non
         config = two(healthy.base_url("slow-drip"), other.base_url("slow-drip"), pool=2, timeout=30)
 
         async def burst() -> list[httpx.Response]:
-            app = create_app(config)
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(
-                transport=transport, base_url="http://gateway", timeout=60, headers=AUTH
-            ) as http:
+            async with in_process(create_app(config), timeout=60, headers=AUTH) as http:
                 replies = await asyncio.gather(*(http.post("/v1/systemone", json=ONE) for _ in range(4)))
                 body = (await http.get("/health")).json()
             return [*replies, httpx.Response(200, json=body)]
