@@ -95,13 +95,12 @@ class Calibrator:
             return _normalised(p)
         if self.method == "platt":
             a, b = self.platt or (1.0, 0.0)
-            yes = sigmoid(a * logit(p[0] / (p[0] + p[1]) if p[0] + p[1] > 0 else 0.5) + b)
+            yes = sigmoid(a * logit(yes_share(p)) + b)
             return (yes, 1.0 - yes)
         if self.method == "beta":
             a, b, c = self.beta or (1.0, 1.0, 0.0)
-            true = p[0] / (p[0] + p[1]) if p[0] + p[1] > 0 else 0.5
-            low = min(max(true, FLOOR), 1 - FLOOR)
-            yes = sigmoid(a * math.log(low) - b * math.log(1 - low) + c)
+            log_yes, log_no = beta_terms(p)
+            yes = sigmoid(a * log_yes + b * log_no + c)
             return (yes, 1.0 - yes)
         if self.method in _DIVIDING:
             p = divided(p, self.prior or ())
@@ -159,6 +158,19 @@ def bounded(p: Distribution, rows: int | None) -> Distribution:
         return p
     share = (floor - low) / (uniform - low)
     return tuple((1.0 - share) * x + share * uniform for x in p)
+
+
+def yes_share(p: Distribution) -> float:
+    """A yes/no answer's probability of true, its two sides renormalised (0.5 when both are 0)."""
+    total = p[0] + p[1]
+    return p[0] / total if total > 0 else 0.5
+
+
+def beta_terms(p: Distribution) -> tuple[float, float]:
+    """What beta calibration weighs, ``ln p_true`` and ``-ln(1 - p_true)``, p_true (``yes_share``) kept
+    FLOOR away from 0 and 1: the map applies and the fit fits the same two terms."""
+    true = min(max(yes_share(p), FLOOR), 1 - FLOOR)
+    return math.log(true), -math.log(1 - true)
 
 
 def top_label(p: Distribution, a: float, b: float) -> Distribution:

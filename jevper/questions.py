@@ -22,8 +22,8 @@ from jevper._errors import InvalidQuestionError, Loc
 
 #: A question's type, as the System One API names it.
 QuestionType = Literal["choice", "noul", "score"]
-#: Instructions, a description or a level: text, or a JSON object or array.
 T = TypeVar("T")
+#: Instructions, a description or a level: text, or a JSON object or array.
 Text: TypeAlias = str | Mapping[str, Any] | Sequence[Any]
 
 
@@ -169,7 +169,7 @@ class Choice:
 
 def rotated(criteria: Mapping[str, T], by: int) -> dict[str, T]:
     """A choice's criteria with its options rotated ``by`` places (the option at ``by`` first): the
-    orders ``rotations=N`` asks a choice in, and the evaluation's position bias."""
+    orders ``option_orders=N`` asks a choice in, and the evaluation's position bias."""
     items = list(criteria.items())
     shift = by % len(items)
     return dict(items[shift:] + items[:shift])

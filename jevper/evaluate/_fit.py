@@ -32,10 +32,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from jevper.calibration import METHODS, Calibrator, Distribution, Method, divided, tempered
+from jevper.calibration import METHODS, Calibrator, Distribution, Method, beta_terms, divided, tempered
 from jevper.calibration import logit as _logit
 from jevper.calibration import sigmoid as _sigmoid
-from jevper.evaluate._metrics import FLOOR, nll
+from jevper.evaluate._metrics import FLOOR, nll, predicted
 
 __all__ = [
     "METHODS",
@@ -118,10 +118,7 @@ def fit_platt(probabilities: Sequence[Distribution], gold: Sequence[int]) -> tup
 def fit_beta(probabilities: Sequence[Distribution], gold: Sequence[int]) -> tuple[float, float, float]:
     """a, b and c minimising the NLL of sigmoid(a * ln p_true - b * ln(1 - p_true) + c), against Platt's
     targets as ``fit_platt``; it starts from the identity (a = b = 1, c = 0)."""
-    rows = []
-    for p in probabilities:
-        true = min(max(p[0] / (p[0] + p[1]) if p[0] + p[1] > 0 else 0.5, FLOOR), 1 - FLOOR)
-        rows.append([math.log(true), -math.log(1 - true), 1.0])
+    rows = [[*beta_terms(p), 1.0] for p in probabilities]
     a, b, c = _logistic(rows, _platt_targets(gold), (1.0, 1.0, 0.0))
     return a, b, c
 
@@ -203,10 +200,7 @@ def fit_top(probabilities: Sequence[Distribution], gold: Sequence[int]) -> tuple
     option, fit as ``fit_platt`` fits a yes/no question's."""
     tops = [max(p) for p in probabilities]
     # As a yes/no question: option 0, "the top answer is right", is the gold one when it was.
-    said = [
-        0 if max(range(len(p)), key=p.__getitem__) == g else 1
-        for p, g in zip(probabilities, gold, strict=True)
-    ]
+    said = [0 if predicted(p) == g else 1 for p, g in zip(probabilities, gold, strict=True)]
     return fit_platt([(c, 1.0 - c) for c in tops], said)
 
 
