@@ -35,6 +35,7 @@ from _report import ROOT, Figure, Section, load_average
 from openai import OpenAI
 
 from jevper import SystemOneClient
+from jevper._distribution import choice_confidence
 from jevper.batch import BatchClassifier, Server
 from jevper.evaluate._ask import ask, content_free, content_free_prior, rotations
 from jevper.evaluate._calibration import write_atomically
@@ -204,13 +205,11 @@ def _in_orders(folder: Path, orders: int) -> dict[str, Any] | None:
                     continue
                 each = [dict(a["probabilities"]) for a in asked]
                 mean = {o: sum(p[o] for p in each) / orders for o in each[0]}
-                best = max(mean, key=lambda o: mean[o])
-                top = (mean[best] - 1 / len(mean)) / (1 - 1 / len(mean))
                 row[qid] = {
                     **row[qid],
-                    "choice": best,
+                    "choice": max(mean, key=lambda o: mean[o]),
                     "probabilities": list(mean.items()),
-                    "confidence": top,
+                    "confidence": choice_confidence(list(mean.values())),
                 }
             averaged.append(row)
         path = out / ("answers.parquet" if start == 0 else f"answers.rotated-{start}.parquet")
@@ -538,43 +537,18 @@ def _section(results: dict[str, dict[str, Any]]) -> Section:
     ]
     figures = []
     for model, r in results.items():
-        for qid, q in r["questions"].items():
-            b, a = q["before"], q["after"]
-            flip = "—" if q["flip"] is None else f"{_f(q['flip'])} → {_f(q['flip_corrected'])}"
-            table.append(
-                [
-                    model,
-                    f"{q['n']} of {r['rows']}",
-                    qid,
-                    f"{_f(b['accuracy'])} → {_f(a['accuracy'])}",
-                    f"{_f(b['ece'])} → {_f(a['ece'])}",
-                    f"{_f(b['nll'])} → {_f(a['nll'])}",
-                    str(q["method"]),
-                    flip,
-                    r["measured"] + (f" (fit again {r['rescored']})" if r.get("rescored") else ""),
-                ]
-            )
-        for key, how in (
-            ("option_orders", "derived from its rotated runs"),
-            ("option_orders_asked", "asked"),
+        measured = r["measured"] + (f" (fit again {r['rescored']})" if r.get("rescored") else "")
+        table += [_row(model, r["rows"], qid, q, measured) for qid, q in r["questions"].items()]
+        for key, suffix, how in (
+            ("option_orders", "", "derived from its rotated runs"),
+            ("option_orders_asked", ", asked", "asked"),
         ):
             ordered = r.get(key)
-            for qid, q in (ordered or {}).get("questions", {}).items():
-                b, a = q["before"], q["after"]
-                table.append(
-                    [
-                        f"{model}, option_orders={ordered['orders']}"
-                        + (", asked" if key.endswith("asked") else ""),
-                        f"{q['n']} of {ordered['rows']}",
-                        qid,
-                        f"{_f(b['accuracy'])} → {_f(a['accuracy'])}",
-                        f"{_f(b['ece'])} → {_f(a['ece'])}",
-                        f"{_f(b['nll'])} → {_f(a['nll'])}",
-                        str(q["method"]),
-                        f"{_f(q['flip'])} → {_f(q['flip_corrected'])}",
-                        f"{ordered.get('measured', r['measured'])} ({how})",
-                    ]
-                )
+            if ordered is None:
+                continue
+            label = f"{model}, option_orders={ordered['orders']}{suffix}"
+            when = f"{ordered.get('measured', r['measured'])} ({how})"
+            table += [_row(label, ordered["rows"], qid, q, when) for qid, q in ordered["questions"].items()]
         figures += _model_figures(model, r)
     notes = [
         "Every row asked the three questions of tests/fixtures/labelled/tickets.questions.json by logprobs "
@@ -601,6 +575,23 @@ def _section(results: dict[str, dict[str, Any]]) -> Section:
     return Section(
         key=SECTION[0], title=SECTION[1], command=SECTION[2], figures=figures, notes=notes, table=table
     )
+
+
+def _row(label: str, rows: int, qid: str, q: dict[str, Any], measured: str) -> list[str]:
+    """One line of the section's table: a question's figures before and after."""
+    b, a = q["before"], q["after"]
+    flip = "—" if q["flip"] is None else f"{_f(q['flip'])} → {_f(q['flip_corrected'])}"
+    return [
+        label,
+        f"{q['n']} of {rows}",
+        qid,
+        f"{_f(b['accuracy'])} → {_f(a['accuracy'])}",
+        f"{_f(b['ece'])} → {_f(a['ece'])}",
+        f"{_f(b['nll'])} → {_f(a['nll'])}",
+        str(q["method"]),
+        flip,
+        measured,
+    ]
 
 
 def _rows_of(r: dict[str, Any]) -> str:
