@@ -61,6 +61,8 @@ Method = Literal[
     "beta",
 ]
 METHODS: tuple[Method, ...] = get_args(Method)
+#: The question types a calibration maps (a yes/no question's options are "true" and "false").
+TYPES = ("choice", "noul", "score")
 #: The methods that divide by a prior, and those that then apply a temperature.
 _DIVIDING = ("prior", "prior_temperature", "content_free", "content_free_temperature")
 _TEMPERED = ("temperature", "prior_temperature", "content_free_temperature")
@@ -80,6 +82,25 @@ class Calibrator:
     rows: int | None = None
     #: Platt's (a, b) for the top label's probability, applied after the method's map; None: no such step
     top: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        """A map that cannot apply is refused when it is made (so when its file is loaded), naming the
+        field: applied, it would raise on every answer or answer with what is no distribution."""
+        if self.method not in METHODS:
+            raise ConfigError(f"method: expected one of {list(METHODS)}, got {self.method!r}")
+        _check_number("temperature", self.temperature, positive=True)
+        if self.prior is None and self.method in _DIVIDING:
+            raise ConfigError(f"prior: expected the prior method {self.method!r} divides by, got none")
+        for part in ("platt", "beta"):
+            if self.method == part and getattr(self, part) is None:
+                raise ConfigError(f"{part}: expected the parameters of method {part!r}, got none")
+        if self.prior is not None:
+            _check_numbers("prior", self.prior, positive=True)
+        for part in ("platt", "beta", "top"):
+            if getattr(self, part) is not None:
+                _check_numbers(part, getattr(self, part))
+        if self.rows is not None and (type(self.rows) is not int or self.rows < 1):
+            raise ConfigError(f"rows: expected a whole number of labelled rows, 1 or more, got {self.rows!r}")
 
     @property
     def name(self) -> str:
@@ -123,21 +144,57 @@ class Calibrator:
         return value
 
     @classmethod
-    def of_json(cls, value: dict[str, Any]) -> Calibrator:
-        platt = value.get("platt")
-        prior = value.get("prior")
+    def of_json(cls, value: Mapping[str, Any]) -> Calibrator:
+        """The map a question's entry in a calibration file describes; a ConfigError names the field
+        (relative to the entry) that is missing, mistyped, or cannot apply."""
         rows = value.get("rows")
-        top = value.get("top")
-        beta = value.get("beta")
+        if rows is not None and (type(rows) is not int or rows < 1):
+            raise ConfigError(f"rows: expected a whole number of labelled rows, 1 or more, got {rows!r}")
         return cls(
-            value["method"],
-            float(value.get("temperature", 1.0)),
-            tuple(float(x) for x in prior) if prior is not None else None,
-            (float(platt["a"]), float(platt["b"])) if platt is not None else None,
-            (float(beta["a"]), float(beta["b"]), float(beta["c"])) if beta is not None else None,
-            int(rows) if rows is not None else None,
-            (float(top["a"]), float(top["b"])) if top is not None else None,
+            value.get("method"),  # type: ignore[arg-type]  # checked as it is made
+            _check_number("temperature", value.get("temperature", 1.0), positive=True),
+            _optional(value, "prior", lambda given: _check_numbers("prior", given, positive=True)),
+            _optional(value, "platt", lambda given: _named_numbers("platt", given, "ab")),
+            _optional(value, "beta", lambda given: _named_numbers("beta", given, "abc")),
+            rows,
+            _optional(value, "top", lambda given: _named_numbers("top", given, "ab")),
         )
+
+
+def _check_number(name: str, value: Any, *, positive: bool = False) -> float:
+    """``value`` as a float, if it is a finite number (and above 0 when ``positive``); else refused."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or (positive and value <= 0)
+    ):
+        said = "a positive finite number" if positive else "a finite number"
+        raise ConfigError(f"{name}: expected {said}, got {value!r}")
+    return float(value)
+
+
+def _check_numbers(name: str, values: Any, *, positive: bool = False) -> tuple[float, ...]:
+    if not isinstance(values, list | tuple):
+        raise ConfigError(f"{name}: expected a list of numbers, got {values!r}")
+    try:
+        return tuple(_check_number(name, x, positive=positive) for x in values)
+    except ConfigError:
+        said = "positive finite numbers" if positive else "finite numbers"
+        raise ConfigError(f"{name}: expected {said}, got {list(values)!r}") from None
+
+
+def _named_numbers(name: str, value: Any, keys: str) -> tuple[float, ...]:
+    """``{"a": .., "b": ..}`` as (a, b): each key present, each a finite number."""
+    if not isinstance(value, Mapping) or sorted(value) != sorted(keys):
+        shown = sorted(value) if isinstance(value, Mapping) else value
+        raise ConfigError(f"{name}: expected an object of the numbers {list(keys)}, got {shown!r}")
+    return _check_numbers(name, [value[k] for k in keys])
+
+
+def _optional(value: Mapping[str, Any], name: str, read: Any) -> Any:
+    given = value.get(name)
+    return None if given is None else read(given)
 
 
 def _normalised(p: Sequence[float]) -> Distribution:
@@ -265,6 +322,70 @@ class QuestionCalibration:
     calibrator: Calibrator
     scores: Mapping[str, float]
     prompt_digest: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.type not in TYPES:
+            raise ConfigError(f"type: expected one of {list(TYPES)}, got {self.type!r}")
+        options = self.options
+        if (
+            len(options) < 2
+            or len(set(options)) != len(options)
+            or not all(isinstance(o, str) for o in options)
+        ):
+            raise ConfigError(f"options: expected two or more distinct option names, got {list(options)}")
+        if self.type == "noul" and tuple(options) != ("true", "false"):
+            raise ConfigError(
+                f"options: expected ['true', 'false'] for a yes/no question, got {list(options)}"
+            )
+        prior = self.calibrator.prior
+        if prior is not None and len(prior) != len(options):
+            raise ConfigError(
+                f"prior: expected {len(options)} probabilities, one per option {list(options)}, got "
+                f"{len(prior)}"
+            )
+        if self.calibrator.method in ("platt", "beta") and self.type != "noul":
+            raise ConfigError(
+                f"method: expected a map of {len(options)} options for a {self.type} question, got "
+                f"{self.calibrator.method!r}, which maps a yes/no answer"
+            )
+        for score in self.scores.values():
+            _check_number("held_out_nll", score)
+        if self.prompt_digest is not None and not isinstance(self.prompt_digest, str):
+            raise ConfigError(f"prompt_digest: expected a digest's text, got {self.prompt_digest!r}")
+
+    @classmethod
+    def of_json(cls, value: Any) -> QuestionCalibration:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"expected an object with the question's map, got {value!r}")
+        options, scores = value.get("options"), value.get("held_out_nll", {})
+        if not isinstance(options, list):
+            raise ConfigError(f"options: expected a list of the question's options, got {options!r}")
+        if not isinstance(scores, Mapping):
+            raise ConfigError(f"held_out_nll: expected an object of each method's figure, got {scores!r}")
+        return cls(
+            value.get("type"),  # type: ignore[arg-type]  # checked as it is made
+            tuple(options),
+            Calibrator.of_json(value),
+            {str(k): _check_number("held_out_nll", v) for k, v in scores.items()},
+            value.get("prompt_digest"),
+        )
+
+
+def _binding(value: Any) -> Binding:
+    """``bound_to`` read and checked: each field of Binding, the text ones text, option_orders 1 or more."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"bound_to: expected an object of what the answers came from, got {value!r}")
+    names = [f.name for f in fields(Binding)]
+    strays = sorted(set(value) - set(names))
+    if strays:
+        raise ConfigError(f"bound_to.{strays[0]}: expected only the fields {names}, got {strays}")
+    for name in names:
+        given = value.get(name, 1 if name == "option_orders" else None)
+        if name == "option_orders" and (type(given) is not int or given < 1):
+            raise ConfigError(f"bound_to.{name}: expected a whole number, 1 or more, got {given!r}")
+        if name != "option_orders" and not isinstance(given, str):
+            raise ConfigError(f"bound_to.{name}: expected text, got {given!r}")
+    return Binding(**value)
 
 
 @dataclass(frozen=True)
@@ -397,22 +518,28 @@ class Calibration:
                 f"{list(READ_VERSIONS)}}}), got {shown}"
             )
         try:
-            questions = {
-                str(qid): QuestionCalibration(
-                    q["type"],
-                    tuple(q["options"]),
-                    Calibrator.of_json(q),
-                    {str(k): float(v) for k, v in q.get("held_out_nll", {}).items()},
-                    q.get("prompt_digest"),
-                )
-                for qid, q in value["questions"].items()
-            }
-            return cls(Binding(**value["bound_to"]), questions, int(value["folds"]), int(value["seed"]))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ConfigError(
-                f"{where}: expected every field of a version {value.get('version')} calibration, got a file "
-                f"that lacks or mistypes one ({type(exc).__name__}: {exc})"
-            ) from None
+            return cls._read(value)
+        except ConfigError as bad:
+            raise ConfigError(f"{where}: {bad}") from None
+
+    @classmethod
+    def _read(cls, value: Mapping[str, Any]) -> Calibration:
+        """A checked file's calibration; a ConfigError names the field, as a path from the top."""
+        questions = value.get("questions")
+        if not isinstance(questions, Mapping) or not questions:
+            raise ConfigError(f"questions: expected an object of each question's map, got {questions!r}")
+        read: dict[str, QuestionCalibration] = {}
+        for qid, q in questions.items():
+            try:
+                read[str(qid)] = QuestionCalibration.of_json(q)
+            except ConfigError as bad:
+                raise ConfigError(f"questions.{qid}.{bad}") from None
+        folds, seed = value.get("folds"), value.get("seed")
+        if type(folds) is not int or folds < 2:
+            raise ConfigError(f"folds: expected a whole number, 2 or more, got {folds!r}")
+        if type(seed) is not int:
+            raise ConfigError(f"seed: expected a whole number, got {seed!r}")
+        return cls(_binding(value.get("bound_to")), read, folds, seed)
 
     def save(self, path: Path) -> None:
         """Written whole or not at all (a temporary file, then one rename)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,3 +123,87 @@ def test_the_prompt_digest_follows_the_option_order_and_wording_but_not_the_fiel
     assert prompt_digest(turned) != BOUND.prompt_digest
     assert prompt_digest(reworded) != BOUND.prompt_digest
     assert prompt_digest(reordered) == BOUND.prompt_digest
+
+
+def _written_with(tmp_path: Path, change: Any) -> Path:
+    """CALIBRATION's file with ``change`` made to its JSON."""
+    value = CALIBRATION.to_json()
+    change(value)
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps(value))
+    return path
+
+
+def _set(where: str, field: str, given: Any) -> Any:
+    def change(value: dict[str, Any]) -> None:
+        value["questions"][where][field] = given
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (_set("team", "method", "isotonic"), "questions.team.method"),
+        (_set("team", "temperature", 0), "questions.team.temperature"),
+        (_set("team", "temperature", -1.8), "questions.team.temperature"),
+        (_set("team", "temperature", float("nan")), "questions.team.temperature"),
+        (_set("team", "temperature", "1.8"), "questions.team.temperature"),
+        (_set("team", "prior", [0.6, 0.4]), "questions.team.prior"),
+        (_set("team", "prior", [0.6, -0.3, 0.1]), "questions.team.prior"),
+        (_set("team", "prior", None), "questions.team.prior"),
+        (_set("team", "rows", -50), "questions.team.rows"),
+        (_set("team", "rows", 2.5), "questions.team.rows"),
+        (_set("team", "top", {"a": float("nan"), "b": 0.0}), "questions.team.top"),
+        (_set("team", "top", {"a": 1.0}), "questions.team.top"),
+        (_set("team", "options", ["billing", "billing", "shipping"]), "questions.team.options"),
+        (_set("team", "type", "ranking"), "questions.team.type"),
+        (_set("team", "held_out_nll", {"identity": float("inf")}), "questions.team.held_out_nll"),
+        (_set("angry", "platt", {"a": float("inf"), "b": 0.0}), "questions.angry.platt"),
+        (_set("angry", "platt", None), "questions.angry.platt"),
+        (_set("angry", "options", ["true", "false", "maybe"]), "questions.angry.options"),
+        (_set("angry", "method", "beta"), "questions.angry.beta"),
+        (lambda v: v.update(folds=1), "folds"),
+        (lambda v: v.update(seed="0"), "seed"),
+        (lambda v: v["bound_to"].update(option_orders=0), "bound_to.option_orders"),
+        (lambda v: v["bound_to"].update(model=7), "bound_to.model"),
+        (lambda v: v["bound_to"].pop("surface"), "bound_to.surface"),
+    ],
+)
+def test_a_calibration_file_that_cannot_apply_is_refused_when_loaded_naming_the_field(
+    tmp_path: Path, change: Any, named: str
+) -> None:
+    path = _written_with(tmp_path, change)
+    with pytest.raises(ConfigError, match=rf"^calibration {path}: {named}: expected ") as refused:
+        Calibration.load(path)
+    assert type(refused.value) is ConfigError
+
+
+def test_a_map_made_in_python_is_checked_as_a_file_is() -> None:
+    with pytest.raises(ConfigError, match=r"^temperature: expected a positive finite number, got 0"):
+        Calibrator("temperature", 0.0)
+    with pytest.raises(ConfigError, match=r"^method: expected one of \['identity', "):
+        Calibrator("isotonic")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"^prior: expected 3 probabilities, one per option"):
+        QuestionCalibration("choice", ("a", "b", "c"), Calibrator("prior", prior=(0.5, 0.5)), {})
+
+
+def test_the_batch_and_the_gateway_refuse_a_bad_calibration_file_at_start_up_with_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from jevper.batch.cli import main as batch
+    from jevper.serve.cli import main as serve
+
+    path = _written_with(tmp_path, _set("team", "temperature", 0))
+    questions = tmp_path / "questions.json"
+    questions.write_text(json.dumps(QUESTIONS))
+    rows = tmp_path / "in.jsonl"
+    rows.write_text(json.dumps({"id": 1, "state": "the parcel never came"}) + "\n")
+    # Port 9 (discard) on loopback: nothing is asked before the file is refused.
+    given = ["--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--calibration", str(path)]
+    assert batch([str(rows), str(tmp_path / "out.jsonl"), "--questions", str(questions), *given]) == 2
+    assert "questions.team.temperature: expected a positive finite number, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "out.jsonl").exists()
+    served = ["--upstream", "http://127.0.0.1:9/v1", "--model", "m", "--calibration", str(path)]
+    assert serve(served) == 2
+    assert "questions.team.temperature: expected a positive finite number, got 0" in capsys.readouterr().err
