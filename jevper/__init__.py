@@ -13,7 +13,7 @@ from jevper._errors import (
 )
 from jevper.async_client import AsyncSystemOneClient
 from jevper.client import SystemOneClient
-from jevper.decision_answers import DecisionResponse
+from jevper.decisions import DecisionResponse
 from jevper.models import (
     ChoiceAnswer,
     Example,

@@ -8,14 +8,15 @@ from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar, Unpack
 
-from jevper import _decisions, _native, _routes, _transport
+from jevper import _native, _routes, _transport
 from jevper._calibrated import calibrated
 from jevper._client_base import BaseClient, Plan, in_orders
 from jevper._engine import Answered, Call, answer
 from jevper._errors import JevperError
 from jevper._options import ClientOptions, Overrides
 from jevper._orders import folded
-from jevper.decision_answers import DecisionResponse
+from jevper.decisions import call as _decisions
+from jevper.decisions.answers import DecisionResponse
 from jevper.models import State, SystemOneResponse
 from jevper.questions import Question
 

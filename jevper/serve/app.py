@@ -43,7 +43,7 @@ from jevper import (
 )
 from jevper._http import HTTPClient
 from jevper._upstreams import NoUpstreamError, Upstream, Upstreams, server_failure
-from jevper.decision_answers import DecisionResponse
+from jevper.decisions import DecisionResponse
 from jevper.models import SystemOneResponse, sdk_for
 from jevper.serve.body import Body, receive
 from jevper.serve.config import ConfigError, GatewayConfig, flagged

@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from jevper.decision_answers import DecisionResponse
+from jevper.decisions import DecisionResponse
 from jevper.models import SystemOneResponse
 
 REQUEST_ID = "x-request-id"

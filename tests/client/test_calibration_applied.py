@@ -18,7 +18,7 @@ from openai import AsyncOpenAI, OpenAI
 
 from jevper import AsyncSystemOneClient, CalibrationMismatchError, ConfigError, SystemOneClient
 from jevper.calibration import Binding, Calibration, Calibrator, QuestionCalibration, prompt_digest
-from jevper.decision_answers import DecisionChoice, DecisionPredicate
+from jevper.decisions import DecisionChoice, DecisionPredicate
 from jevper.testing.faults import FaultServer, running
 
 QUESTIONS: dict[str, Any] = {

@@ -27,8 +27,14 @@ from jevper import (
     SystemOneClient,
 )
 from jevper._wire.decisions import body_violations
-from jevper.decision_answers import DecisionChoice, DecisionPredicate, DecisionRefusal, DecisionScore
-from jevper.decisions import decision_request, param
+from jevper.decisions import (
+    DecisionChoice,
+    DecisionPredicate,
+    DecisionRefusal,
+    DecisionScore,
+    decision_request,
+    param,
+)
 from jevper.testing.faults import FaultServer, running
 
 QUESTIONS: list[dict[str, Any]] = [

@@ -20,11 +20,11 @@ from jevper import (
     Noul,
     Score,
     SystemOneClient,
-    _decisions,
     _native,
 )
 from jevper._orders import orders_of
 from jevper.calibration import Binding, Calibration, Calibrator, QuestionCalibration, prompt_digest
+from jevper.decisions import call as _decisions
 
 STATE = "My parcel never arrived and I was charged twice."
 TOPIC = Choice(criteria={"billing": "a charge", "other": "anything else", "shipping": "a parcel"})

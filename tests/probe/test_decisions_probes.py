@@ -343,7 +343,7 @@ def client_answer(question: Any) -> Any:
 
 @pytest.mark.parametrize("probe", VALID, ids=[p.id for p in VALID])
 def test_the_clients_own_decisions_body_for_each_valid_probe_passes_the_grading(probe: Any) -> None:
-    from jevper.decision_answers import DecisionResponse, DecisionUsage, answered
+    from jevper.decisions.answers import DecisionResponse, DecisionUsage, answered
 
     request = decision_request(request_of(probe.id))
     body = DecisionResponse(

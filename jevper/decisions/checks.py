@@ -1,6 +1,5 @@
 """The small checks of a Decisions request, each refusal an ``InvalidDecisionError`` located as OpenAI's
-errors locate it (``param``): shared by the request's questions (``jevper.decisions``) and its input
-(``jevper._decision_input``)."""
+errors locate it (``param``): shared by the request's questions (``rules``) and its input (``input``)."""
 
 from __future__ import annotations
 

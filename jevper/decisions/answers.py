@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from jevper.decisions import DecisionQuestion
+from jevper.decisions.rules import DecisionQuestion
 from jevper.models import Answer, ChoiceAnswer, NoulAnswer, ScoreAnswer, Usage
 
 __all__ = [

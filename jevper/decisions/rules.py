@@ -17,23 +17,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from jevper import _decision_input
-from jevper._decision_checks import (
+from jevper._errors import InvalidQuestionError
+from jevper.decisions import input as _input
+from jevper.decisions.checks import (
     Path,
     checked_text,
     invalid,
     obj,
     one_of,
     only,
-    param,
     required,
     seq,
     string,
 )
-from jevper._errors import InvalidQuestionError
 from jevper.questions import Choice, Noul, Question, Score
 
-__all__ = ["DecisionQuestion", "DecisionRequest", "decision_request", "param"]
+__all__ = ["DecisionQuestion", "DecisionRequest", "decision_request"]
 
 DecisionType = Literal["predicate", "choice", "score"]
 MIN_QUESTIONS, MAX_QUESTIONS = 1, 400
@@ -96,7 +95,7 @@ class DecisionRequest:
             )
         if isinstance(self.input, str):
             return self.input
-        turns = [_decision_input.turn(item) for item in self.input]
+        turns = [_input.turn(item) for item in self.input]
         if all(turn["role"] in ("system", "developer") for turn in turns):
             raise invalid(
                 ("input",),
@@ -120,10 +119,10 @@ def decision_request(body: Mapping[str, Any], *, instructions: object = None) ->
     )
     model = string(("model",), required((), body, "model"), nonempty=True)
     images: list[Path] = []
-    given_input = _decision_input.input_items(required((), body, "input"), images)
+    given_input = _input.input_items(required((), body, "input"), images)
     if instructions is not None:
         developer = {"role": "developer", "content": instructions}
-        lead = _decision_input.message(("instructions",), developer, images)
+        lead = _input.message(("instructions",), developer, images)
         rest = [{"type": "message", "role": "user", "content": given_input}]
         given_input = (lead, *(rest if isinstance(given_input, str) else given_input))
     questions = _questions(required((), body, "questions"), images)
@@ -329,8 +328,8 @@ def _instructions(at: Path, value: object, images: list[Path]) -> tuple[str, Any
     parts = seq(at, value, "instructions")
     if not parts:
         raise invalid(at, "empty_array", "expected text or at least one part, got an empty list")
-    allowed = _decision_input.QUESTION_PARTS
-    checked = [_decision_input.content_part((*at, i), part, allowed, images) for i, part in enumerate(parts)]
+    allowed = _input.QUESTION_PARTS
+    checked = [_input.content_part((*at, i), part, allowed, images) for i, part in enumerate(parts)]
     return "\n".join(text for text, _ in checked), [body for _, body in checked]
 
 

@@ -31,7 +31,7 @@ from jevper._routes import Fetch
 from jevper._trace import QuestionTrace, Route, Trace, each
 from jevper._usage import total
 from jevper._wire import decisions as wire
-from jevper.decision_answers import (
+from jevper.decisions.answers import (
     DecisionAnswer,
     DecisionRefusal,
     DecisionResponse,
@@ -39,7 +39,7 @@ from jevper.decision_answers import (
     answered,
     from_api,
 )
-from jevper.decisions import DecisionQuestion, DecisionRequest, decision_request
+from jevper.decisions.rules import DecisionQuestion, DecisionRequest, decision_request
 from jevper.models import SystemOneResponse
 
 #: What a question's answer may fail by without costing the others: the model answered prose, or

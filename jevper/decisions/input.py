@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jevper._decision_checks import Path, checked_text, invalid, obj, one_of, only, required, seq, string
+from jevper.decisions.checks import Path, checked_text, invalid, obj, one_of, only, required, seq, string
 
 #: The limits of one input_json part, as the SDK's DecisionInputJSON states them.
 MAX_JSON_DEPTH, MAX_JSON_VALUES, MAX_JSON_BYTES = 32, 10_000, 256 * 1024
