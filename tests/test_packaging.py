@@ -2,26 +2,36 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 HARNESS = ("vcr", "jinja2", "tabulate", "yaml")
 #: What the gateway imports beyond the client (the `serve` extra).
 GATEWAY = ("starlette", "uvicorn")
-#: Runs first in a fresh interpreter: any import of a harness dependency fails, as if not installed.
-BLOCK = f"""
+
+
+def blocking(modules: tuple[str, ...]) -> str:
+    """Code that, run first in a fresh interpreter, makes any import of ``modules`` fail as if they were
+    not installed."""
+    return f"""
 import importlib.abc, sys
 class Absent(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in {HARNESS + GATEWAY!r}:
-            raise ModuleNotFoundError(f"No module named {{name!r}}")
+        if name.split(".")[0] in {modules!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
         return None
 sys.meta_path.insert(0, Absent())
 """
+
+
+BLOCK = blocking(HARNESS + GATEWAY)
 
 
 def python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -41,14 +51,61 @@ def test_the_client_imports_without_any_dependency_of_the_harness_or_the_gateway
     assert done.stdout.strip() == "ok"
 
 
-def test_the_harness_without_its_extra_says_which_extra_to_install() -> None:
-    done = python(
-        "import runpy, sys; sys.argv = ['jevper.probe', 'list']\n"
-        "runpy.run_module('jevper.probe', run_name='__main__')"
+def without(modules: tuple[str, ...], tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m args`` in an interpreter where ``modules`` cannot be imported (a sitecustomize blocks
+    them before anything else runs)."""
+    (tmp_path / "sitecustomize.py").write_text(blocking(modules), encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, "-m", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join((str(tmp_path), str(ROOT)))},
     )
-    assert done.returncode == 2
-    assert "pip install 'jevper[probe]'" in done.stderr
-    assert "vcrpy" in done.stderr and "pyyaml" in done.stderr
+
+
+#: Each command line, a module its extra installs that it cannot run without, and that extra.
+COMMANDS = [
+    ("jevper.probe", HARNESS, "probe", ("list",)),
+    ("jevper.serve", GATEWAY, "serve", ("--spawn",)),
+    ("jevper.batch", ("pyarrow",), "batch", ("in.csv", "out.csv", "--questions", "q.json")),
+    ("jevper.evaluate", ("pyarrow",), "batch", ("in.csv", "--questions", "q.json", "--out", "eval")),
+]
+
+
+@pytest.mark.parametrize(("command", "missing", "extra", "args"), COMMANDS, ids=[c[0] for c in COMMANDS])
+def test_a_command_without_its_extra_says_in_one_line_which_extra_and_the_readme_s_install_command(
+    command: str, missing: tuple[str, ...], extra: str, args: tuple[str, ...], tmp_path: Path
+) -> None:
+    done = without(missing, tmp_path, command, *args)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, f"expected one line, got {lines}"
+    assert f"python -m {command} needs the '{extra}' extra" in lines[0]
+    assert f"pip install -e '.[{extra}]' in a checkout of jevper" in lines[0]
+    assert "jevper[" not in lines[0].replace(".[", ""), "the registry's jevper is another project"
+    # The README gives the same install command.
+    assert "pip install -e '.[" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_a_program_importing_the_batch_without_its_extra_gets_the_same_line_as_its_error() -> None:
+    program = (
+        "try:\n    import jevper.batch\nexcept ModuleNotFoundError as exc:\n    print(exc.name, '|', exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", blocking(("pyarrow",)) + program],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    name, _, message = done.stdout.strip().partition(" | ")
+    assert message.startswith("jevper.batch needs the 'batch' extra"), message
+    assert "pip install -e '.[batch]' in a checkout of jevper" in message
+    assert name == "pyarrow"
 
 
 def test_the_harness_dependencies_are_an_extra_and_not_the_clients() -> None:

@@ -5,8 +5,12 @@ convenience); ``python -m jevper.batch`` is the local engine and its command lin
 columns are documented in docs/batch.md.
 """
 
-from jevper._upstreams import NoUpstreamError
-from jevper.batch._core import BatchClassifier, Server
-from jevper.batch._schema import ERROR_TYPE, USAGE_TYPE, flattened
+from jevper.servers.console import extra_required
+
+with extra_required("jevper.batch", "batch"):
+    from jevper._upstreams import NoUpstreamError
+    from jevper.batch._core import BatchClassifier, Server
+    from jevper.batch._schema import ERROR_TYPE, USAGE_TYPE, flattened
+
 
 __all__ = ["ERROR_TYPE", "USAGE_TYPE", "BatchClassifier", "NoUpstreamError", "Server", "flattened"]

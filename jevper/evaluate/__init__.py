@@ -8,21 +8,25 @@ calibration chosen by held-out NLL, as a ``Calibration`` bound to the answers it
 plain functions of (distributions, gold indices). docs/calibration.md says more.
 """
 
-from jevper.evaluate._calibration import Binding, Calibration, QuestionCalibration, prompt_digest
-from jevper.evaluate._errors import CalibrationMismatchError, LabelError
-from jevper.evaluate._evaluation import Evaluation, Figures, evaluate, figures
-from jevper.evaluate._fit import Calibrator, fit, fit_platt, fit_temperature, mean_prior
-from jevper.evaluate._labels import Labelled
-from jevper.evaluate._metrics import (
-    accuracy,
-    brier,
-    expected_level_mae,
-    nll,
-    reliability,
-    selective,
-)
-from jevper.evaluate._position import Asked, PositionBias, position_bias, rotated
-from jevper.evaluate._run import evaluate_files
+from jevper.servers.console import extra_required
+
+with extra_required("jevper.evaluate", "batch"):
+    from jevper.evaluate._calibration import Binding, Calibration, QuestionCalibration, prompt_digest
+    from jevper.evaluate._errors import CalibrationMismatchError, LabelError
+    from jevper.evaluate._evaluation import Evaluation, Figures, evaluate, figures
+    from jevper.evaluate._fit import Calibrator, fit, fit_platt, fit_temperature, mean_prior
+    from jevper.evaluate._labels import Labelled
+    from jevper.evaluate._metrics import (
+        accuracy,
+        brier,
+        expected_level_mae,
+        nll,
+        reliability,
+        selective,
+    )
+    from jevper.evaluate._position import Asked, PositionBias, position_bias, rotated
+    from jevper.evaluate._run import evaluate_files
+
 
 __all__ = [
     "Asked",

@@ -3,6 +3,8 @@
 import importlib
 import sys
 
+from jevper.servers.console import missing_extra
+
 #: What the harness imports beyond the client's own dependencies (pyproject.toml's `probe` extra).
 HARNESS_MODULES = {"vcr": "vcrpy", "jinja2": "jinja2", "tabulate": "tabulate", "yaml": "pyyaml"}
 
@@ -17,11 +19,7 @@ def _importable(module: str) -> bool:
 
 missing = [package for module, package in HARNESS_MODULES.items() if not _importable(module)]
 if missing:
-    print(
-        f"the probe harness needs {', '.join(missing)}, which the client does not: "
-        "pip install 'jevper[probe]'",
-        file=sys.stderr,
-    )
+    print(missing_extra("python -m jevper.probe", "probe", ", ".join(missing)), file=sys.stderr)
     sys.exit(2)
 
 from jevper.probe.cli import main  # noqa: E402 - only once its dependencies are known to be there

@@ -5,7 +5,11 @@ Completions, Responses or Messages surface; the answers go back in the System On
 Starlette and served by Uvicorn (the `serve` extra).
 """
 
-from jevper.serve.app import Gateway, create_app
-from jevper.serve.config import GatewayConfig
+from jevper.servers.console import extra_required
+
+with extra_required("jevper.serve", "serve"):
+    from jevper.serve.app import Gateway, create_app
+    from jevper.serve.config import GatewayConfig
+
 
 __all__ = ["Gateway", "GatewayConfig", "create_app"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import os
 import sys
 from collections.abc import Iterator
@@ -64,3 +65,39 @@ def outliving_reader() -> Iterator[None]:
         yield
     finally:
         sys.stdout, sys.stderr = out, err
+
+
+def missing_extra(what: str, extra: str, module: str) -> str:
+    """The one line that says ``what`` needs ``extra`` (``module`` is missing) and the README's install
+    command: the registry's ``jevper`` is another project, so never ``pip install 'jevper[...]'``."""
+    return (
+        f"{what} needs the '{extra}' extra ({module} is not installed): pip install -e '.[{extra}]' in a "
+        "checkout of jevper (the registry's jevper is another project)"
+    )
+
+
+def running_command() -> str | None:
+    """``python -m jevper.X`` when this process was started as one of jevper's command lines."""
+    argv = sys.orig_argv
+    for flag, name in itertools.pairwise(argv):
+        if flag == "-m" and name.startswith("jevper."):
+            return f"python -m {name}"
+    return None
+
+
+@contextlib.contextmanager
+def extra_required(package: str, extra: str) -> Iterator[None]:
+    """A module from outside jevper missing within the block: a command line ends with
+    ``missing_extra``'s line and exit status 2, not a traceback; an import in a program raises
+    ModuleNotFoundError with that line."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.partition(".")[0] == "jevper":
+            raise
+        command = running_command()
+        line = missing_extra(command or package, extra, exc.name)
+        if command is None:
+            raise ModuleNotFoundError(line, name=exc.name) from None
+        print(line, file=sys.stderr)
+        raise SystemExit(2) from None
