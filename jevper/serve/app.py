@@ -290,7 +290,7 @@ class Gateway:
         matched = False
         for key in self._keys:
             matched |= hmac.compare_digest(key, token.encode())
-        if matched:
+        if matched and token:  # an absent token never matches, whatever the keys
             return None
         said = "no API key" if not token else "an API key that is not one of this gateway's"
         return envelope.error(

@@ -12,7 +12,7 @@ import contextlib
 import os
 import socket
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -209,6 +209,23 @@ def planned(args: argparse.Namespace, keys: tuple[str, ...] = ()) -> GatewayConf
     return config
 
 
+def client_keys(given: Sequence[str], environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The keys clients must send: each --api-key as given, then those of $JEVPER_SERVE_API_KEYS,
+    comma-separated, each stripped and the blank ones dropped. The variable set but holding no key is a
+    ConfigError, as a blank --api-key is (GatewayConfig's): either would start a gateway that asks no one
+    for a key."""
+    listed = environ.get(KEYS_ENV)
+    if listed is None:
+        return tuple(given)
+    found = tuple(key.strip() for key in listed.split(",") if key.strip())
+    if not found:
+        raise ConfigError(
+            f"{KEYS_ENV}: expected one or more keys, comma-separated, got none (is a variable it is set "
+            f"from unset?); set the keys, or unset {KEYS_ENV} to ask for none"
+        )
+    return (*given, *found)
+
+
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     """The options, old spellings read as the new ones (each with a warning on stderr)."""
     return parser().parse_args(renamed(PROG, argv, RENAMED))
@@ -228,7 +245,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    keys = tuple(args.api_key) + tuple(k for k in os.environ.get(KEYS_ENV, "").split(",") if k)
+    try:
+        keys = client_keys(args.api_key, os.environ)
+    except ConfigError as refused:
+        print(f"python -m jevper.serve: {refused}", file=sys.stderr)
+        return 2
     configure_logging(args.log_level)
     if not args.spawn and not args.upstream:
         print(

@@ -86,6 +86,8 @@ class GatewayConfig:
                 or seconds <= 0
             ):
                 raise ConfigError(f"{FLAGS[name]}: expected a positive number of seconds, got {seconds!r}")
+        for key in self.api_keys:
+            _check_key(key)
         urls = [url for url, _ in self.upstreams]
         repeated = sorted({url for url in urls if urls.count(url) > 1})
         if repeated:
@@ -102,6 +104,22 @@ class GatewayConfig:
                 "answer with, got one that reads logprobs, which it does not carry; start the gateway with "
                 f"--method structured (or discrete, or auto), or with --api {either}"
             )
+
+
+def _check_key(key: object) -> None:
+    """A key a client must send: never blank (that would be a key every request without one matches) and
+    never one no request could send (HTTP strips a header's outer whitespace). It is never quoted."""
+    if not isinstance(key, str) or not key.strip():
+        raise ConfigError(
+            "--api-key: expected a key, got an empty one (an unset shell variable?); give the key, or leave "
+            "--api-key out to ask for none"
+        )
+    if not (key.isascii() and key.isprintable()) or key != key.strip():
+        raise ConfigError(
+            "--api-key: expected a key of printable ASCII characters without spaces around it (it travels "
+            "in the Authorization or x-api-key header), got one with a line break, a control or non-ASCII "
+            "character or outer whitespace; strip the key where it is read"
+        )
 
 
 def flagged(message: str) -> str:
