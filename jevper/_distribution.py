@@ -1,7 +1,11 @@
 """From the model's own numbers per option to the public answer: rescale, pick, score, measure.
 
+The one place a distribution is renormalised (``renormalised``) or a probability clamped (``clamped``):
+the client, the calibration, the batch's review and the evaluation ask these.
+
 The confidences are the System One API's (llama.cpp's server README reproduces both on its example);
 before, jevper gave 1 minus the normalized entropy, which weighs the whole spread rather than the peak.
+The evaluation's and the review's figure is another: a distribution's top probability.
 """
 
 from __future__ import annotations
@@ -14,13 +18,35 @@ from jevper.models import Answer, ChoiceAnswer, NoulAnswer, ScoreAnswer
 from jevper.questions import Choice, Noul, Question
 
 
+def renormalised(values: Sequence[float]) -> tuple[float, ...]:
+    """``values`` divided by their sum. A ``ValueError`` when they are no distribution's weights: a value
+    negative or not finite, or no mass at all (each caller says what that means in its own error)."""
+    if any(not (math.isfinite(x) and x >= 0) for x in values):
+        raise ValueError(f"expected finite, non-negative numbers, got {list(values)}")
+    total = math.fsum(values)
+    if not total > 0:
+        raise ValueError(f"expected numbers with a positive sum, got {list(values)}")
+    return tuple(x / total for x in values)
+
+
+def clamped(value: float, low: float = 0.0, high: float = 1.0) -> float:
+    """``value`` held within [low, high] (a probability by default)."""
+    return max(low, min(high, float(value)))
+
+
+def top_probability(p: Sequence[float]) -> float:
+    """A distribution's top probability: what the evaluation bins and ``--review-below`` compares (not
+    the APIs' ``confidence``, ``choice_confidence``, which rescales it)."""
+    return max(p)
+
+
 def rescaled(raw: dict[str, float]) -> dict[str, float]:
-    total = sum(raw.values())
-    if not total > 0 or not math.isfinite(total):
+    try:
+        return dict(zip(raw, renormalised(list(raw.values())), strict=True))
+    except ValueError:
         raise MalformedAnswerError(
             f"expected some probability mass on the options, got {raw}; use method='structured'"
-        )
-    return {option: value / total for option, value in raw.items()}
+        ) from None
 
 
 def choice_confidence(probabilities: Sequence[float]) -> float:
@@ -29,7 +55,7 @@ def choice_confidence(probabilities: Sequence[float]) -> float:
     n = len(probabilities)
     if n < 2:
         return 1.0
-    return _unit((max(probabilities) - 1 / n) / (1 - 1 / n))
+    return clamped((max(probabilities) - 1 / n) / (1 - 1 / n))
 
 
 def score_confidence(probabilities: Sequence[float]) -> float:
@@ -41,11 +67,7 @@ def score_confidence(probabilities: Sequence[float]) -> float:
     peak = max(range(n), key=lambda i: probabilities[i])
     spread = sum(p * abs(i - peak) for i, p in enumerate(probabilities))
     uniform = sum(abs(i - (n - 1) / 2) for i in range(n)) / n
-    return _unit(1 - spread / uniform)
-
-
-def _unit(value: float) -> float:
-    return max(0.0, min(1.0, value))
+    return clamped(1 - spread / uniform)
 
 
 def make_answer(

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from jevper._distribution import clamped, renormalised
 from jevper._errors import CalibrationMismatchError, ConfigError
 from jevper.questions import Choice, Noul, Question, as_question, described
 
@@ -113,7 +114,7 @@ class Calibrator:
 
     def _mapped(self, p: Distribution) -> Distribution:
         if self.method == "identity":
-            return _normalised(p)
+            return renormalised(p)
         if self.method == "platt":
             a, b = self.platt or (1.0, 0.0)
             yes = sigmoid(a * logit(yes_share(p)) + b)
@@ -197,13 +198,6 @@ def _optional(value: Mapping[str, Any], name: str, read: Any) -> Any:
     return None if given is None else read(given)
 
 
-def _normalised(p: Sequence[float]) -> Distribution:
-    total = sum(p)
-    if total <= 0:
-        return tuple(1.0 / len(p) for _ in p)
-    return tuple(x / total for x in p)
-
-
 def bounded(p: Distribution, rows: int | None) -> Distribution:
     """p mixed with the uniform distribution just enough that no option has less than
     ``1 / (rows + len(p))`` (nor, so, more than ``(rows + 1) / (rows + len(p))``); p itself if none has,
@@ -218,15 +212,14 @@ def bounded(p: Distribution, rows: int | None) -> Distribution:
 
 
 def yes_share(p: Distribution) -> float:
-    """A yes/no answer's probability of true, its two sides renormalised (0.5 when both are 0)."""
-    total = p[0] + p[1]
-    return p[0] / total if total > 0 else 0.5
+    """A yes/no answer's probability of true, its two sides renormalised."""
+    return renormalised(p[:2])[0]
 
 
 def beta_terms(p: Distribution) -> tuple[float, float]:
     """What beta calibration weighs, ``ln p_true`` and ``-ln(1 - p_true)``, p_true (``yes_share``) kept
     FLOOR away from 0 and 1: the map applies and the fit fits the same two terms."""
-    true = min(max(yes_share(p), FLOOR), 1 - FLOOR)
+    true = clamped(yes_share(p), FLOOR, 1 - FLOOR)
     return math.log(true), -math.log(1 - true)
 
 
@@ -252,16 +245,16 @@ def tempered(p: Distribution, temperature: float) -> Distribution:
     """softmax(log p / T), each probability floored at FLOOR first (so an option with none can gain)."""
     logs = [math.log(max(x, FLOOR)) / temperature for x in p]
     top = max(logs)
-    return _normalised([math.exp(x - top) for x in logs])
+    return renormalised([math.exp(x - top) for x in logs])
 
 
 def divided(p: Distribution, prior: Sequence[float]) -> Distribution:
     """p divided by the prior (each floored at FLOOR), renormalised."""
-    return _normalised([x / max(q, FLOOR) for x, q in zip(p, prior, strict=True)])
+    return renormalised([x / max(q, FLOOR) for x, q in zip(p, prior, strict=True)])
 
 
 def logit(p: float) -> float:
-    p = min(max(p, FLOOR), 1 - FLOOR)
+    p = clamped(p, FLOOR, 1 - FLOOR)
     return math.log(p / (1 - p))
 
 
