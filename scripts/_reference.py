@@ -46,6 +46,7 @@ COMMANDS: tuple[tuple[str, str | None, str], ...] = (
     ("jevper.serve", None, "the gateway: POST /v1/systemone in front of OpenAI-style servers"),
     ("jevper.batch", None, "the batch: every question about every row of a table"),
     ("jevper.evaluate", None, "the evaluation: answers scored against labels, and calibrated"),
+    ("jevper.servers.llamacpp", None, "the embedded llama.cpp on loopback, to try the docs' examples on"),
     ("jevper.testing.faults", None, "the loopback fault server the tests use"),
 )
 #: argparse wraps its help to the terminal's width: a fixed one keeps the page the same everywhere.

@@ -23,7 +23,9 @@ import importlib.metadata
 import os
 import platform
 import shutil
+import signal
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,8 +33,9 @@ from pathlib import Path
 import httpx
 
 from jevper.servers.chunked import CHUNKED, chunked_model_path
+from jevper.servers.flags import HelpFormatter
 from jevper.servers.model import EMBEDDED_MODEL_NAME, MODEL_ALIAS, embedded_model_path
-from jevper.servers.process import PORT, Launch, SpawnedServer, SpawnError, launched
+from jevper.servers.process import PORT, Launch, SpawnedServer, SpawnError, launched, port_taken
 from jevper.servers.xllamacpp_server import API_KEY_ENV as XLLAMACPP_KEY_ENV
 
 #: The reference document's serving recipe: one slot, a 4096-token context, the model's own template.
@@ -224,9 +227,10 @@ def spawn_llamacpp(
     extra_args: Sequence[str] = RECIPE_ARGS,
     startup_timeout: float = 60.0,
     model_alias: str = MODEL_ALIAS,
+    port: int | None = None,
 ) -> Iterator[SpawnedServer]:
     """Start llama.cpp (the default release unless `build` says) with the embedded model, or another
-    of SERVED_MODELS, on a free loopback port; stop it on exit."""
+    of SERVED_MODELS, on a free loopback port (or `port`); stop it on exit."""
     build = build or xllamacpp_build()
     check_cpu(build, cpu_flags(), platform.machine())
     model, model_name, provenance = served_model(model_alias)
@@ -259,6 +263,7 @@ def spawn_llamacpp(
         env=env,
         log_prefix="llama-server",
         sigill_hint=_PORTABLE,
+        port=port,
     )
     with launched(launch, identify=_llamacpp_build, timeout=startup_timeout) as running:
         yield running.serving(
@@ -327,3 +332,67 @@ class LlamaCppSpawner:
 
 
 SPAWNER = LlamaCppSpawner()
+
+
+#: Where ``python -m jevper.servers.llamacpp`` listens unless told: the address the docs' examples name.
+DOCUMENTED_PORT = 8080
+#: Its slots unless told: as many as a batch ``Server`` and the gateway's ``--concurrency`` assume.
+DOCUMENTED_SLOTS = 4
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The embedded llama.cpp on loopback, for the examples of the docs: prints its base URL and model,
+    then serves until Ctrl-C (or SIGTERM)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m jevper.servers.llamacpp", description=main.__doc__, formatter_class=HelpFormatter
+    )
+    parser.add_argument(
+        "--port", type=int, default=DOCUMENTED_PORT, help="the loopback port to listen on; 0: a free one"
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=DOCUMENTED_SLOTS, metavar="N", help="requests served at once"
+    )
+    parser.add_argument("--model", choices=SERVED_MODELS, default=MODEL_ALIAS, help="the model to serve")
+    parser.add_argument("--release", choices=tuple(BUILDS), default=DEFAULT_RELEASE, help="the release")
+    args = parser.parse_args(argv)
+    prog = parser.prog
+    if args.concurrency < 1:
+        parser.error(f"--concurrency: expected 1 or more, got {args.concurrency}")
+    if args.port and port_taken(args.port):
+        print(
+            f"{prog}: port {args.port} is taken (a server started earlier?): stop what holds it, or pass "
+            "--port N (0: a free one)",
+            file=sys.stderr,
+        )
+        return 2
+    # Stopped by SIGTERM as by Ctrl-C: the `with` then stops the server it started.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _interrupt)
+    try:
+        with spawn_llamacpp(
+            build=BUILDS[args.release](),
+            extra_args=slot_args(args.concurrency),
+            model_alias=args.model,
+            port=args.port or None,
+        ) as server:
+            print(f"base URL: {server.base_url}", flush=True)
+            print(f"model: {server.model}", flush=True)
+            slots = f"{args.concurrency} slots"
+            print(
+                f"llama.cpp {server.version}, {slots}; Ctrl-C stops it (log: {server.log_path})", flush=True
+            )
+            while True:
+                time.sleep(3600)
+    except KeyboardInterrupt:
+        return 0
+    except SpawnError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
