@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TypeVar
 
-from jevper._distribution import choice_confidence
+from jevper._distribution import choice_confidence, renormalised
 from jevper._engine import Answered, Trail
 from jevper.models import ChoiceAnswer
 from jevper.questions import Choice, Question
@@ -64,15 +64,20 @@ def orders_of(question: Question, orders: int) -> list[int]:
 
 
 def averaged(question: Choice, answered: list[Answered]) -> Answered:
-    """One answer from each order's (``answered[k]`` asked under rotation k): every option's mean
-    probability, in the question's own order; the first order's method, surface and reasoning; each
-    order's trail, one after the other, its reasons prefixed with the option it began with."""
+    """One answer from each order's (``answered[k]`` asked under rotation k): the mean of the orders'
+    distributions, in the question's own order, picks the option and gives the confidence; the
+    probabilities shown are each option's mean of what the orders show (the model's own numbers under
+    ``normalize_probabilities=False``, which only a rescaled distribution may be averaged to pick from);
+    the first order's method, surface and reasoning; each order's trail, one after the other, its
+    reasons prefixed with the option it began with."""
     options = question.options
     given = [a.answer for a in answered if isinstance(a.answer, ChoiceAnswer)]
     assert len(given) == len(answered)
-    mean = {o: sum(float(a.probabilities[o]) for a in given) / len(given) for o in options}
+    rescaled = [renormalised([float(a.probabilities[o]) for o in options]) for a in given]
+    mean = [sum(p[i] for p in rescaled) / len(rescaled) for i in range(len(options))]
+    shown = {o: sum(float(a.probabilities[o]) for a in given) / len(given) for o in options}
     # The first of the options tied, in the question's own order.
-    best = max(options, key=lambda o: mean[o])
+    best = options[max(range(len(options)), key=lambda i: (mean[i], -i))]
     trail = Trail()
     for by, one in enumerate(answered):
         lead = options[by % len(options)]
@@ -84,7 +89,5 @@ def averaged(question: Choice, answered: list[Answered]) -> Answered:
     trail.prefill = first.trail.prefill
     each = [a.choice for a in given]
     trail.why.append(f"the mean of {len(given)} orders of the options (option_orders); their choices: {each}")
-    averaged_answer = replace(
-        given[0], choice=best, probabilities=mean, confidence=choice_confidence(list(mean.values()))
-    )
+    averaged_answer = replace(given[0], choice=best, probabilities=shown, confidence=choice_confidence(mean))
     return Answered(averaged_answer, trail, first.surface, first.method)

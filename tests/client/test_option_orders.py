@@ -179,3 +179,27 @@ def test_a_calibration_fit_on_answers_of_another_number_of_orders_is_refused_nam
     written["version"] = 2
     del written["bound_to"]["option_orders"]
     assert Calibration.of_json(written).bound_to.option_orders == 1
+
+
+def test_the_model_s_own_numbers_asked_for_are_averaged_as_shown_while_the_pick_folds_the_rescaled_orders(
+    loopback: Any,
+) -> None:
+    # Order 0 (billing, other, shipping) holds a tenth of the mass, sure of billing; order 1 (other,
+    # shipping, billing) all of it, leaning to shipping. Rescaled, the mean is billing 0.55, other 0.155,
+    # shipping 0.295; the raw numbers' mean (0.145, 0.1505, 0.2545) would pick shipping at confidence 0.
+    loopback.reply("/chat/completions", 200, answered({"A": 0.09, "B": 0.001, "C": 0.009}))
+    loopback.reply("/chat/completions", 200, answered({"A": 0.3, "B": 0.5, "C": 0.2}))
+    sdk = OpenAI(base_url=loopback.url, api_key="local", max_retries=0)
+    client = SystemOneClient(sdk, model="smollm2", **HOW, option_orders=2, max_concurrency=1)
+    raw = client.system_one(state=STATE, questions={"topic": TOPIC}, normalize_probabilities=False).answers[
+        "topic"
+    ]
+    assert raw.choice == "billing"
+    assert raw.confidence == pytest.approx((0.55 - 1 / 3) / (1 - 1 / 3))
+    # The numbers shown are the model's own, each option's mean over the orders, as asked.
+    assert raw.probabilities == pytest.approx({"billing": 0.145, "other": 0.1505, "shipping": 0.2545})
+    loopback.reply("/chat/completions", 200, answered({"A": 0.09, "B": 0.001, "C": 0.009}))
+    loopback.reply("/chat/completions", 200, answered({"A": 0.3, "B": 0.5, "C": 0.2}))
+    rescaled = client.system_one(state=STATE, questions={"topic": TOPIC}).answers["topic"]
+    assert (rescaled.choice, rescaled.confidence) == (raw.choice, raw.confidence)
+    assert rescaled.probabilities == pytest.approx({"billing": 0.55, "other": 0.155, "shipping": 0.295})
