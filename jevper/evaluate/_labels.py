@@ -10,20 +10,20 @@ Lines) or its flattened ``question.field`` columns (CSV). A yes/no question's op
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from jevper import JevperError
+from jevper._distribution import renormalised
+from jevper.batch._answers import NOUL_OPTIONS, probabilities_of
 from jevper.batch._files import Input
 from jevper.evaluate._errors import LabelError
 from jevper.evaluate._metrics import Distribution
 from jevper.questions import Noul, Question, Score, described
 
 _READ_ROWS = 4096
-NOUL_OPTIONS = ("true", "false")
 
 
 def options_of(question: Question) -> tuple[str, ...]:
@@ -121,42 +121,20 @@ def check_answer_columns(answers: Table, questions: Mapping[str, Question]) -> N
         )
 
 
-def _probabilities(value: Any) -> dict[str, float] | None:
-    """A distribution as any batch format holds it: a mapping, Arrow's list of pairs, or JSON text."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, str):
-        value = json.loads(value)
-    if isinstance(value, list):
-        value = {str(k): v for k, v in value}
-    return {str(k): float(v) for k, v in value.items() if v is not None}
-
-
 def answer_of(row: Mapping[str, Any], qid: str, question: Question) -> Distribution | None:
-    """The row's distribution over the question's options, None when the row has no answer to it."""
-    cell = row.get(qid)
-    if isinstance(cell, Mapping):
-        probabilities, noul = cell.get("probabilities"), cell.get("noul")
-    elif cell is None and qid in row:
-        return None
-    else:
-        probabilities, noul = row.get(f"{qid}.probabilities"), row.get(f"{qid}.noul")
-    options = options_of(question)
-    if isinstance(question, Noul):
-        if noul is None or noul == "":
-            return None
-        yes = float(noul)
-        return (yes, 1.0 - yes)
-    given = _probabilities(probabilities)
+    """The row's distribution over the question's options, None when the row has no answer to it; a
+    cell that is no distribution is a ValueError (``jevper.batch._answers``, the review's reader too)."""
+    given = probabilities_of(row, qid)
     if given is None:
         return None
+    options = options_of(question)
     strays = sorted(set(given) - set(options))
     if strays:
-        raise ValueError(f"expected probabilities over the options {list(options)}, got {strays}")
-    total = sum(given.values())
-    if total <= 0:
-        raise ValueError(f"expected probabilities summing to 1, got {total}")
-    return tuple(given.get(option, 0.0) / total for option in options)
+        raise ValueError(
+            f"expected probabilities over the options {list(options)}, got {strays}; were these answers "
+            "asked with these questions?"
+        )
+    return renormalised([given.get(option, 0.0) for option in options])
 
 
 def golds(labels: Table, questions: Mapping[str, Question]) -> dict[str, dict[str, int | None]]:
@@ -198,8 +176,7 @@ def paired(labels: Table, answers: Table, questions: Mapping[str, Question]) -> 
                 p = answer_of(answers.rows[rid], qid, question)
             except ValueError as exc:
                 raise LabelError(
-                    f"{answers.role} {answers.path}, row {rid!r}, question {qid!r}: {exc}; were these "
-                    "answers asked with these questions?"
+                    f"{answers.role} {answers.path}, row {rid!r}, question {qid!r}: {exc}"
                 ) from None
             if p is None:
                 unanswered += 1

@@ -17,7 +17,7 @@ from _batch_data import QUESTIONS
 
 from jevper.batch._core import as_questions
 from jevper.batch._files import Writer, format_of
-from jevper.batch._review import review_path, row_confidence, write_review
+from jevper.batch._review import review_path, row_top_probability, write_review
 from jevper.batch._schema import Row, result_columns, result_fields
 from jevper.batch.cli import main
 from jevper.testing.faults import FaultServer
@@ -88,11 +88,11 @@ def test_the_rows_below_the_threshold_go_to_stem_review_ext_in_the_outputs_forma
 
 def test_a_rows_confidence_is_its_least_sure_answers_top_probability_in_every_format() -> None:
     struct = {"topic": {"probabilities": [("billing", 0.3), ("other", 0.7)]}, "urgent": {"noul": 0.2}}
-    assert row_confidence(struct, ["topic", "urgent"]) == pytest.approx(0.7)
+    assert row_top_probability(struct, ["topic", "urgent"]) == pytest.approx(0.7)
     flat = {"topic.probabilities": '{"billing": 0.3, "other": 0.7}', "urgent.noul": "0.9", "anger.noul": ""}
-    assert row_confidence(flat, ["topic", "urgent"]) == pytest.approx(0.7)
-    assert row_confidence({"topic": None, "urgent": None}, ["topic", "urgent"]) is None
-    assert row_confidence({"topic.probabilities": "", "urgent.noul": ""}, ["topic", "urgent"]) is None
+    assert row_top_probability(flat, ["topic", "urgent"]) == pytest.approx(0.7)
+    assert row_top_probability({"topic": None, "urgent": None}, ["topic", "urgent"]) is None
+    assert row_top_probability({"topic.probabilities": "", "urgent.noul": ""}, ["topic", "urgent"]) is None
 
 
 def run(tmp_path: Path, server: str, *more: str) -> int:
@@ -142,3 +142,14 @@ def test_a_threshold_out_of_range_or_a_review_file_left_behind_is_refused_before
     assert run(tmp_path, faults.base_url(), "--review-below", "0.5") == 2
     assert "expected no file at" in capsys.readouterr().err
     assert not (tmp_path / "out.csv").exists()
+
+
+def test_an_answer_that_is_no_distribution_is_refused_as_in_the_evaluation_not_taken_as_sure() -> None:
+    # Read as before by its own reader, 1.7 of "1.0 in all" was a top probability of 1.7: never reviewed.
+    impossible = {"topic": {"probabilities": [("billing", 1.7), ("other", -0.7)]}}
+    with pytest.raises(
+        ValueError, match=r"expected each option's probability in \[0, 1\], got 'billing': 1.7"
+    ):
+        row_top_probability(impossible, ["topic"])
+    with pytest.raises(ValueError, match=r"probability of true in \[0, 1\], got nan"):
+        row_top_probability({"urgent.noul": "nan"}, ["urgent"])
