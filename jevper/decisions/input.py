@@ -5,7 +5,8 @@ turn of the chat-list state jevper asks about: a message as its text, a call or 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from jevper.decisions.checks import Path, checked_text, invalid, obj, one_of, only, required, seq, string
@@ -17,15 +18,27 @@ MAX_JSON_DEPTH, MAX_JSON_VALUES, MAX_JSON_BYTES = 32, 10_000, 256 * 1024
 _TEXT_PART = "input_text"
 _IMAGE_PART = "input_image"
 _JSON_PART = "input_json"
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The content parts one place takes, and whether its text and image parts may carry a
+    ``prompt_cache_breakpoint`` (the input's do; a question's instructions, in the SDK's
+    DecisionQuestionInputPart, do not)."""
+
+    types: tuple[str, ...]
+    breakpoints: bool = True
+
+
 #: The part types each place takes.
-QUESTION_PARTS = (_TEXT_PART, _IMAGE_PART, _JSON_PART)
-_MESSAGE_PARTS: dict[str, tuple[str, ...]] = {
-    "user": (_TEXT_PART, _IMAGE_PART, _JSON_PART),
-    "developer": (_TEXT_PART,),
-    "system": (_TEXT_PART,),
-    "assistant": ("output_text", "refusal"),
+QUESTION_PARTS = Parts((_TEXT_PART, _IMAGE_PART, _JSON_PART), breakpoints=False)
+_MESSAGE_PARTS: dict[str, Parts] = {
+    "user": Parts((_TEXT_PART, _IMAGE_PART, _JSON_PART)),
+    "developer": Parts((_TEXT_PART,)),
+    "system": Parts((_TEXT_PART,)),
+    "assistant": Parts(("output_text", "refusal")),
 }
-_OUTPUT_PARTS = (_TEXT_PART, _IMAGE_PART)
+_OUTPUT_PARTS = Parts((_TEXT_PART, _IMAGE_PART))
 _TOOL_ITEMS = {
     "function_call": ("arguments", "call_id", "name"),
     "custom_tool_call": ("input", "call_id", "name"),
@@ -129,18 +142,17 @@ def _tool_output(
     return output
 
 
-def content_part(
-    at: Path, value: object, allowed: Sequence[str], images: list[Path]
-) -> tuple[str, dict[str, Any]]:
+def content_part(at: Path, value: object, allowed: Parts, images: list[Path]) -> tuple[str, dict[str, Any]]:
     """One content part: the text the model reads for it, and the part as given (checked)."""
     part = obj(at, value)
     kind = required(at, part, "type")
-    if kind not in allowed:
+    if kind not in allowed.types:
         raise invalid(
-            (*at, "type"), "invalid_value", f"expected one of {list(allowed)} here, got {kind!r:.80}"
+            (*at, "type"), "invalid_value", f"expected one of {list(allowed.types)} here, got {kind!r:.80}"
         )
+    mark = ("prompt_cache_breakpoint",) if allowed.breakpoints else ()
     if kind == _IMAGE_PART:
-        only(at, part, ("type", "image_url", "detail", "prompt_cache_breakpoint"))
+        only(at, part, ("type", "image_url", "detail", *mark))
         checked: dict[str, Any] = {
             "type": kind,
             "image_url": string((*at, "image_url"), required(at, part, "image_url"), nonempty=True),
@@ -155,7 +167,7 @@ def content_part(
         data = _json_data((*at, "data"), required(at, part, "data"))
         return json.dumps(data, ensure_ascii=False), {"type": kind, "data": data}
     field = "refusal" if kind == "refusal" else "text"
-    only(at, part, ("type", field, *(("prompt_cache_breakpoint",) if kind == _TEXT_PART else ())))
+    only(at, part, ("type", field, *(mark if kind == _TEXT_PART else ())))
     text = string((*at, field), required(at, part, field))
     checked = {"type": kind, field: text}
     _breakpoint(at, part, checked)

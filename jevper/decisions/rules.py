@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from jevper._errors import InvalidQuestionError
+from jevper._prompt import MAX_CACHE_KEY
 from jevper.decisions import input as _input
 from jevper.decisions.checks import (
     Path,
@@ -126,7 +127,7 @@ def decision_request(body: Mapping[str, Any], *, instructions: object = None) ->
         rest = [{"type": "message", "role": "user", "content": given_input}]
         given_input = (lead, *(rest if isinstance(given_input, str) else given_input))
     questions = _questions(required((), body, "questions"), images)
-    cache_key = _optional_string(body, "prompt_cache_key")
+    cache_key = _cache_key(body.get("prompt_cache_key"))
     return DecisionRequest(
         model=model,
         questions=questions,
@@ -249,9 +250,7 @@ def _choice(
                 "a string and a boolean with the same text are distinct, the same value twice is not",
             )
         seen[key] = j
-        description = entry.get("description")
-        if description is not None:
-            description = string((*there, "description"), description)
+        description = _description(there, entry)
         values.append(checked_text((*there, "value"), value) if isinstance(value, str) else value)
         described.append(description)
         listed.append({"value": value, **({} if description is None else {"description": description})})
@@ -275,9 +274,7 @@ def _score(
         entry = obj(there, level)
         only(there, entry, ("label", "description"))
         label = string((*there, "label"), required(there, entry, "label"), nonempty=True)
-        description = entry.get("description")
-        if description is not None:
-            description = string((*there, "description"), description)
+        description = _description(there, entry)
         labels.append(label)
         shown.append(label if description is None else f"{label}: {description}")
         listed.append({"label": label, **({} if description is None else {"description": description})})
@@ -293,6 +290,13 @@ _QUESTION_FIELDS: dict[object, tuple[str, ...]] = {
     "choice": ("choices",),
     "score": ("levels",),
 }
+
+
+def _description(at: Path, entry: Mapping[str, Any]) -> str | None:
+    """A choice's or a level's description: absent, or text that says something (an empty one would
+    show the model an option with nothing after it)."""
+    description = entry.get("description")
+    return None if description is None else string((*at, "description"), description, nonempty=True)
 
 
 def _spelled(values: Sequence[str | bool]) -> list[str]:
@@ -345,6 +349,23 @@ def _cache_options(value: object) -> Mapping[str, Any] | None:
     if "ttl" in entry:
         checked["ttl"] = one_of((*at, "ttl"), entry["ttl"], ("30m",))
     return checked
+
+
+def _cache_key(value: object) -> str | None:
+    """The request's prompt_cache_key, which the client also sends as its own: within the client's
+    limit for one (``_prompt.MAX_CACHE_KEY``), so it is refused here, naming the param, and never later."""
+    if value is None:
+        return None
+    at: Path = ("prompt_cache_key",)
+    key = string(at, value, nonempty=True)
+    if len(key) > MAX_CACHE_KEY:
+        raise invalid(
+            at,
+            "string_above_max_length",
+            f"expected at most {MAX_CACHE_KEY} characters, got {len(key)}; shorten it, or leave it unset "
+            "for the key the client derives",
+        )
+    return key
 
 
 def _optional_string(body: Mapping[str, Any], name: str) -> str | None:

@@ -344,6 +344,56 @@ INVALID = [
         "prompt_cache_options.ttl",
         "invalid_value",
     ),
+    ("an empty cache key", {"prompt_cache_key": ""}, "prompt_cache_key", "invalid_value"),
+    (
+        "a cache key longer than a prompt cache key may be",
+        {"prompt_cache_key": "k" * 257},
+        "prompt_cache_key",
+        "string_above_max_length",
+    ),
+    (
+        "an empty choice description",
+        {
+            "questions": [
+                {
+                    "type": "choice",
+                    "instructions": "x",
+                    "choices": [{"value": "a"}, {"value": "b", "description": ""}],
+                }
+            ]
+        },
+        "questions[0].choices[1].description",
+        "invalid_value",
+    ),
+    (
+        "an empty level description",
+        {
+            "questions": [
+                {
+                    "type": "score",
+                    "instructions": "x",
+                    "levels": [{"label": "a"}, {"label": "b", "description": " "}],
+                }
+            ]
+        },
+        "questions[0].levels[1].description",
+        "invalid_value",
+    ),
+    (
+        "a cache breakpoint in a question's instructions",
+        {
+            "questions": [
+                {
+                    "type": "predicate",
+                    "instructions": [
+                        {"type": "input_text", "text": "x", "prompt_cache_breakpoint": {"mode": "explicit"}}
+                    ],
+                }
+            ]
+        },
+        "questions[0].instructions[0].prompt_cache_breakpoint",
+        "unknown_parameter",
+    ),
 ]
 
 
@@ -364,6 +414,21 @@ def test_a_request_that_breaks_the_schema_is_refused_naming_the_param_and_the_co
         "param": where,
         "code": code,
     }
+
+
+def test_a_cache_breakpoint_is_taken_on_an_input_part_as_the_sdks_types_allow() -> None:
+    part = {"type": "input_text", "text": "x", "prompt_cache_breakpoint": {"mode": "explicit"}}
+    request = decision_request(body(input=[{"role": "user", "content": [part]}]))
+    assert request.body()["input"][0]["content"] == [part]
+
+
+def test_the_client_refuses_a_cache_key_too_long_as_the_requests_param_before_any_request(
+    loopback: Any,
+) -> None:
+    with pytest.raises(InvalidDecisionError) as refused:
+        client(loopback.url).decisions.create(input=INPUT, questions=QUESTIONS, prompt_cache_key="k" * 257)
+    assert (refused.value.param, refused.value.code) == ("prompt_cache_key", "string_above_max_length")
+    assert loopback.requests == []
 
 
 def test_the_client_refuses_an_invalid_request_before_any_request(server: FaultServer) -> None:

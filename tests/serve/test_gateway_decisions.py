@@ -140,6 +140,7 @@ def test_four_hundred_questions_are_answered_in_one_request(app: TestClient) -> 
         ({"questions": [PREDICATE] * 401}, "questions", "array_above_max_length"),
         ({"model": None}, "model", "missing_required_parameter"),
         ({"temperature": 0}, "temperature", "unknown_parameter"),
+        ({"prompt_cache_key": "k" * 257}, "prompt_cache_key", "string_above_max_length"),
     ],
 )
 def test_a_bad_request_is_a_400_in_openais_envelope_naming_the_param(
