@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from jevper import ConfigError
 from jevper.batch.cli import questions_of
 from jevper.evaluate._errors import LabelError
 from jevper.evaluate._evaluation import DEFAULT_TARGET, Evaluation, evaluate
@@ -56,6 +57,38 @@ def evaluate_files(
     )
 
 
+def check_rotated(
+    asked: Mapping[str, Question], rotated: Sequence[Path] = (), *, rotations: bool = False
+) -> dict[Path, dict[str, Choice]]:
+    """Before anything is asked: a choice to rotate (with ``rotations``), and each ``--rotated`` questions
+    file's choices, by question; a choice with other options than asked is refused (one a file leaves
+    out was not asked in that order: a rotation leaves out the choices narrower than it)."""
+    choices = {qid: q for qid, q in asked.items() if isinstance(q, Choice)}
+    if rotations and not choices:
+        raise ConfigError(f"--rotations: expected a choice question to rotate, got none among {list(asked)}")
+    found: dict[Path, dict[str, Choice]] = {}
+    for path in rotated:
+        _, other = read_questions(path)
+        found[path] = {}
+        for qid, question in choices.items():
+            turned = other.get(qid)
+            if turned is None:
+                continue
+            if not isinstance(turned, Choice) or set(turned.options) != set(question.options):
+                raise LabelError(
+                    f"--rotated {path}: expected question {qid!r} with the options "
+                    f"{sorted(question.options)} in another order, got "
+                    f"{sorted(turned.options) if isinstance(turned, Choice) else turned!r}"
+                )
+            found[path][qid] = turned
+        if not found[path]:
+            raise LabelError(
+                f"--rotated {path}: expected one of the choice questions {list(choices)} in another order, "
+                f"got none among {list(other)}"
+            )
+    return found
+
+
 def _positions(
     asked: Mapping[str, Question], answers: Table, rotated: Sequence[tuple[Path, Path]], id_column: str
 ) -> dict[str, PositionBias]:
@@ -64,18 +97,11 @@ def _positions(
     runs: dict[str, list[tuple[tuple[str, ...], dict[str, Distribution]]]] = {
         qid: [(q.options, distributions_by_row(answers, qid, q))] for qid, q in choices.items()
     }
+    turned = check_rotated(asked, [questions for questions, _ in rotated])
     for questions_path, answers_path in rotated:
-        _, other = read_questions(questions_path)
         table = read_table(answers_path, id_column, "--rotated ANSWERS")
-        for qid, question in choices.items():
-            turned = other.get(qid)
-            if not isinstance(turned, Choice) or set(turned.options) != set(question.options):
-                raise LabelError(
-                    f"--rotated {questions_path}: expected question {qid!r} with the options "
-                    f"{sorted(question.options)} in another order, got "
-                    f"{sorted(turned.options) if isinstance(turned, Choice) else turned!r}"
-                )
-            runs[qid].append((turned.options, distributions_by_row(table, qid, turned)))
+        for qid, question in turned[questions_path].items():
+            runs[qid].append((question.options, distributions_by_row(table, qid, question)))
     found: dict[str, PositionBias] = {}
     for qid, orders in runs.items():
         raw, corrected = (_bias(orders, corrected=c) for c in (False, True))

@@ -90,3 +90,43 @@ def test_content_free_asks_the_content_free_states_and_tries_their_prior(
     for qid, q in json.loads((out / "metrics.json").read_text())["questions"].items():
         assert sum(q["content_free_prior"]) == pytest.approx(1.0), qid
         assert {"content_free", "content_free_temperature"} <= set(q["calibration"]["held_out_nll"]), qid
+
+
+def test_rotations_of_choices_of_different_widths_give_each_its_own_position_bias(
+    tmp_path: Path, faults: FaultServer
+) -> None:
+    # team has four options, so three rotations; channel two, so one: the rotations past its width leave
+    # it out, and its position bias is over the orders it was asked in.
+    questions = json.loads(QUESTIONS.read_text())
+    questions["channel"] = {"type": "choice", "criteria": {"email": None, "phone": None}}
+    asked = tmp_path / "questions.json"
+    asked.write_text(json.dumps(questions))
+    table = tmp_path / "tickets.jsonl"
+    rows = labelled()
+    table.write_text(
+        "".join(json.dumps({**r, "channel": ("email", "phone")[i % 2]}) + "\n" for i, r in enumerate(rows))
+    )
+    out = tmp_path / "out"
+    argv = [str(table), "--questions", str(asked), "--base-url", faults.base_url(), "--model", faults.model]
+    assert main([*argv, "--out", str(out), "--rotations"]) == 0
+    assert list(json.loads((out / "questions.rotated-1.json").read_text())) == ["team", "channel"]
+    assert list(json.loads((out / "questions.rotated-2.json").read_text())) == ["team"]
+    figures = json.loads((out / "metrics.json").read_text())["questions"]
+    team, channel = figures["team"]["position_bias"], figures["channel"]["position_bias"]
+    assert (team["rows"], team["rotated_answers"], len(team["by_position"])) == (240, 720, 4)
+    assert (channel["rows"], channel["rotated_answers"], len(channel["by_position"])) == (240, 240, 2)
+
+
+def test_rotations_with_no_choice_to_rotate_are_refused_before_any_request(
+    tmp_path: Path, faults: FaultServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    questions = {k: v for k, v in json.loads(QUESTIONS.read_text()).items() if v["type"] != "choice"}
+    asked = tmp_path / "questions.json"
+    asked.write_text(json.dumps(questions))
+    before = len(faults.log)
+    argv = [str(TICKETS), "--questions", str(asked), "--base-url", faults.base_url(), "--model", faults.model]
+    assert main([*argv, "--out", str(tmp_path / "out"), "--rotations"]) == 2
+    assert "--rotations: expected a choice question to rotate, got none among ['angry', 'urgency']" in (
+        capsys.readouterr().err
+    )
+    assert len(faults.log) == before
