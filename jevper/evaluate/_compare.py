@@ -61,7 +61,15 @@ def parse_setting(text: str) -> Setting:
         if key in given:
             raise ConfigError(f"--compare {text!r}: expected each key once, got {key!r} twice")
         given[key] = value
-    name = given.pop("name", text)
+    named = given.pop("name", None)
+    # A name is a folder under DIR/settings: as a path ("..", "a/b") it would put the setting's files
+    # elsewhere, into DIR itself for "..", where the comparison's overwrite them.
+    if named is not None and (named in (".", "..") or any(sep in named for sep in ("/", "\\", "\0"))):
+        raise ConfigError(
+            f"--compare {text!r}: expected a name that is a folder's, got {named!r}; its files go to "
+            "DIR/settings/<name>/: name it without '/' or '\\', and not '.' or '..'"
+        )
+    name = text if named is None else named
     orders = given.pop("option-orders", None)
     if orders is not None and not (orders.isdigit() and int(orders) >= 1):
         raise ConfigError(

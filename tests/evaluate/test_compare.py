@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -143,3 +144,18 @@ def test_a_setting_may_ask_each_choice_in_several_orders_at_one_more_request_per
         ConfigError, match="expected option-orders to be a whole number of at least 1, got '0'"
     ):
         parse_setting("option-orders=0")
+
+
+@pytest.mark.parametrize("name", ["..", ".", "../elsewhere", "a/b", "a\\b", "/tmp/x"])
+def test_a_setting_named_as_a_path_is_refused_so_its_files_stay_in_their_own_folder(name: str) -> None:
+    # ".." put a setting's metrics.json and report.html into DIR, where the comparison's overwrote them.
+    with pytest.raises(
+        ConfigError, match=rf"expected a name that is a folder's, got {re.escape(repr(name))}"
+    ):
+        parse_setting(f"name={name},method=logprobs")
+
+
+def test_a_setting_without_a_name_is_named_by_its_text_in_a_folder_of_its_own() -> None:
+    setting = parse_setting("base-url=http://127.0.0.1:8080/v1,method=logprobs")
+    assert setting.name == "base-url=http://127.0.0.1:8080/v1,method=logprobs"
+    assert "/" not in setting.folder and setting.folder not in (".", "..")
