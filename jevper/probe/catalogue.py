@@ -14,7 +14,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -62,6 +62,9 @@ _PROBE_KEYS = {
     "compare",
     "canonical",
     "reproducible",
+    "stability",
+    "variant",
+    "tolerance",
 }
 #: What a probe file may set for all its probes, above its first `[[probe]]`.
 _DEFAULT_KEYS = {"surface", "path", "prompt", "thinking_off", "canonical", "reproducible"}
@@ -116,6 +119,11 @@ class Probe:
     canonical: bool = False  # one of the canonical probes every recording is made against
     # Send temperature 0 and the fixed seed; false for an API without those fields (System One).
     reproducible: bool = True
+    # A stability probe: the plan it sends (stability.KINDS) and, for a variant, the prompt layout of
+    # the request its answers are compared with; `tolerance` overrides probes/presets.toml's.
+    stability: str | None = None
+    variant: str | None = None
+    tolerance: float | None = None
 
 
 @dataclass(frozen=True)
@@ -263,7 +271,22 @@ def _probe(raw: Mapping[str, Any], defaults: Mapping[str, Any], where: Origin) -
         compare=raw["compare"],
         canonical=canonical,
         reproducible=bool(raw.get("reproducible", defaults.get("reproducible", True))),
+        stability=raw.get("stability"),
+        variant=raw.get("variant"),
+        tolerance=_tolerance(raw, where),
     )
+
+
+def _tolerance(raw: Mapping[str, Any], where: Origin) -> float | None:
+    value = raw.get("tolerance")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise CatalogueError(
+            f"{where.at('tolerance')}: probe {raw.get('id')!r}: expected tolerance to be a probability "
+            f"between 0 and 1, got {value!r}"
+        )
+    return float(value)
 
 
 def _read_probes(
@@ -399,7 +422,46 @@ def check_catalogue(
             raise CatalogueError(
                 f"{at(probe, 'topic')}: topic {probe.topic!r} is not one of {sorted(topic_ids)}"
             )
+        _check_stability(probe, at)
         for key, ref in (("prime_with", probe.prime_with), ("request_of", probe.request_of)):
             # A referenced request must come earlier, so a full run sends it first anyway.
             if ref is not None and ref not in ids[:index]:
                 raise CatalogueError(f"{at(probe, key)}: refers to {ref!r}, which is not an earlier probe")
+
+
+def _check_stability(probe: Probe, at: Callable[[Probe, str], str]) -> None:
+    """A stability probe names a plan, uses the classifier that reads it, and a variant exactly when its
+    plan compares one; no other probe names either."""
+    from jevper.probe.prompts import PROMPTS
+    from jevper.probe.stability import KINDS, STABILITY_CLASSIFIER
+
+    if probe.stability is None:
+        if probe.classifier == STABILITY_CLASSIFIER or probe.variant is not None:
+            raise CatalogueError(
+                f"{at(probe, 'stability')}: the {STABILITY_CLASSIFIER!r} classifier and `variant` belong "
+                f"to a stability probe: set stability to one of {sorted(KINDS)}"
+            )
+        return
+    if probe.stability not in KINDS:
+        raise CatalogueError(
+            f"{at(probe, 'stability')}: stability must name a plan among {sorted(KINDS)}, "
+            f"got {probe.stability!r}"
+        )
+    if probe.classifier != STABILITY_CLASSIFIER:
+        raise CatalogueError(
+            f"{at(probe, 'classifier')}: a stability probe is graded by the {STABILITY_CLASSIFIER!r} "
+            f"classifier, got {probe.classifier!r}"
+        )
+    if (probe.variant is not None) != (probe.stability == "variant"):
+        raise CatalogueError(
+            f"{at(probe, 'variant')}: a variant names the prompt layout its answers are compared with; "
+            'set it exactly when stability = "variant"'
+        )
+    if probe.variant is not None and probe.variant not in PROMPTS:
+        raise CatalogueError(
+            f"{at(probe, 'variant')}: variant must be a prompt layout among {PROMPTS}, got {probe.variant!r}"
+        )
+    if probe.prime_with is not None or probe.request_of is not None:
+        raise CatalogueError(
+            f"{at(probe, 'prime_with')}: a stability probe sends its own plan; drop prime_with and request_of"
+        )

@@ -29,9 +29,10 @@ from jevper._wire import (
 )
 from jevper._wire import decisions as decisions_route
 from jevper._wire.systemone import body_violations
+from jevper.probe import stability as stability_
 from jevper.probe.cassettes import Exchange
 from jevper.probe.catalogue import Probe
-from jevper.probe.prompts import LABELS
+from jevper.probe.prompts import LABELS, ROTATIONS
 from jevper.probe.recording import Grade, Outcome
 from jevper.probe.text import excerpt, expected_actual, plural, words
 
@@ -47,6 +48,8 @@ class Verdict:
     facts: Mapping[str, Any] = field(default_factory=dict)
     # Against a specification, where one exists: "fail" for an answer that breaks it (recording.Grade).
     grade: Grade | None = None
+    # A stability probe's numbers and grade (stability.Measure.to_json), kept in results.json.
+    stability: Mapping[str, Any] | None = None
 
 
 Classifier = Callable[[Probe, Sequence[Exchange]], Verdict]
@@ -790,3 +793,82 @@ def decisions_unknown_model(probe: Probe, exchanges: Sequence[Exchange]) -> Verd
     verdict = _d_refusal(last)
     naming = "naming the model" if _error(last).names_model else "not naming the model"
     return replace(verdict, text=f"{verdict.text}; {naming}")
+
+
+# --- what moves an answer ----------------------------------------------------------------------------
+
+
+def _readout(probe: Probe, exchange: Exchange, layout: str) -> stability_.Readout:
+    """One answer of a stability probe, read as its surface says."""
+    body = exchange.json()
+    if probe.surface == "systemone":
+        asked = _asked(exchange, "questions")
+        return stability_.systemone_readout(body, asked if isinstance(asked, Mapping) else {})
+    if probe.surface == decisions_route.SURFACE:
+        asked = _asked(exchange, "questions")
+        return stability_.decisions_readout(body, asked if isinstance(asked, list) else [])
+    return stability_.prompt_readout(_wire(probe, exchange), layout)
+
+
+def _layouts(probe: Probe, count: int) -> list[str]:
+    """The prompt layout each request of the plan was composed from."""
+    if probe.stability == "option-order":
+        return list(ROTATIONS)[:count]
+    if probe.stability == "variant":
+        assert probe.variant is not None
+        return [probe.prompt, probe.variant, probe.prompt, probe.prompt, probe.variant][:count]
+    return [probe.prompt] * count
+
+
+@classifier
+def stability(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """A stability probe's answers against each other (its plan: stability.KINDS): the largest change
+    of any option's probability and the flips, graded against the repeat noise in the same cassette."""
+    refused = next((e for e in exchanges if e.status != 200), None)
+    if refused is not None:
+        unserved = None
+        if probe.surface == "systemone":
+            unserved = _s1_unserved(refused)
+        elif probe.surface == decisions_route.SURFACE:
+            unserved = _d_unserved(refused)
+        return unserved or _refused(refused)
+    kind = probe.stability or ""
+    read = [
+        _readout(probe, e, layout)
+        for e, layout in zip(exchanges, _layouts(probe, len(exchanges)), strict=False)
+    ]
+    tolerance = probe.tolerance if probe.tolerance is not None else stability_.settings().tolerance
+    compare = stability_.compare
+    noise: stability_.Change | None = None
+    if kind == "repeat":
+        warm = read[1:]
+        pairs = [compare(a, b) for i, a in enumerate(warm) for b in warm[i + 1 :]]
+        change = stability_.worst(pairs)
+        flips = sum(compare(warm[0], r).flips for r in warm[1:])
+        change = stability_.Change(change.largest, flips, change.equal)
+        shown = warm
+    elif kind == "cache":
+        change, noise, shown = compare(read[0], read[1]), compare(read[1], read[2]), read[:2]
+    elif kind == "load":
+        change, noise, shown = compare(read[2], read[3]), compare(read[1], read[2]), read[2:4]
+    elif kind == "variant":
+        change, noise, shown = compare(read[3], read[4]), compare(read[2], read[3]), read[3:5]
+    else:  # option-order
+        change, shown = stability_.worst([compare(read[0], r) for r in read[1:]]), read
+    answers = len(shown)
+    measured = stability_.measure(kind, change, noise, tolerance, answers)
+    text = stability_.describe(measured)
+    if kind == "option-order":
+        text += " (the model on this server: a fact about the model, not a server defect)"
+    graded: Grade | None = None
+    if kind == "variant" and probe.surface in ("systemone", decisions_route.SURFACE):
+        # The API's semantics: renaming, adding or reordering questions leaves each answer as it was.
+        graded = "fail" if measured.grade == "moves" else "pass"
+    return Verdict(
+        "info",
+        text,
+        excerpt([stability_.shown(r) for r in shown]),
+        {"stability": measured.grade},
+        grade=graded,
+        stability=measured.to_json(),
+    )

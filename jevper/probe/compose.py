@@ -8,12 +8,13 @@ the probe turns it off), then the probe's own body; `drop` last. A GET sends no 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from jevper.probe import stability
 from jevper.probe.catalogue import Catalogue, Probe
 from jevper.probe.presets import Preset, reproducible_fields
-from jevper.probe.prompts import prompt_fields
+from jevper.probe.prompts import ROTATIONS, prompt_fields
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,9 @@ class ProbeRequest:
     path: str  # relative to the base URL
     content: bytes  # the exact bytes sent
     json_body: Any  # the parsed body, None when the probe sends bytes that are not JSON
+    # Requests next to each other with the same wave are sent together, each on its own connection (a
+    # load probe's request among others); None: alone, after the one before has its answer.
+    wave: int | None = None
 
     def describe(self) -> str:
         shown = (
@@ -59,8 +63,36 @@ def compose(probe: Probe, catalogue: Catalogue, preset: Preset) -> ProbeRequest:
 
 
 def requests_for(probe: Probe, catalogue: Catalogue, preset: Preset) -> tuple[ProbeRequest, ...]:
-    """Every request the probe sends, in order: its primer (if any), then its own."""
+    """Every request the probe sends, in order: its primer (if any), then its own; a stability probe's
+    plan (stability.KINDS)."""
     own = compose(probe, catalogue, preset)
+    if probe.stability is not None:
+        return _plan(probe, own, catalogue, preset)
     if probe.prime_with is None:
         return (own,)
     return (compose(catalogue.get(probe.prime_with), catalogue, preset), own)
+
+
+def _plan(probe: Probe, own: ProbeRequest, catalogue: Catalogue, preset: Preset) -> tuple[ProbeRequest, ...]:
+    settings = stability.settings()
+    if probe.stability == "repeat":
+        return (own,) * settings.repeats
+    if probe.stability == "cache":
+        return (own,) * 3
+    if probe.stability == "load":
+        others = (
+            compose(
+                replace(probe, opening=f"Another customer's ticket, {i} of {settings.load}."),
+                catalogue,
+                preset,
+            )
+            for i in range(1, settings.load + 1)
+        )
+        return (own,) * 3 + tuple(replace(r, wave=1) for r in (own, *others))
+    if probe.stability == "variant":
+        assert probe.variant is not None  # the catalogue checks it
+        variant = compose(replace(probe, prompt=probe.variant), catalogue, preset)
+        return (own, variant, own, own, variant)
+    if probe.stability == "option-order":
+        return tuple(compose(replace(probe, prompt=layout), catalogue, preset) for layout in ROTATIONS)
+    raise ValueError(f"expected a stability plan among {sorted(stability.KINDS)}, got {probe.stability!r}")

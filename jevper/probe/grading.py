@@ -107,6 +107,7 @@ def _result(
         evidence=verdict.evidence,
         elapsed_s=elapsed,
         grade=verdict.grade,
+        stability=dict(verdict.stability) if verdict.stability is not None else None,
     )
     if verdict.outcome == "ungraded":
         return result

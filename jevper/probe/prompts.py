@@ -12,15 +12,35 @@ from typing import Any
 from jevper._wire import prompt_record
 
 SYSTEM = "You classify customer messages. Reply with the letter of exactly one option and nothing else."
-QUESTION = (
-    "Question: what is the customer's intent?\n"
-    "A: billing (money, invoices, refunds, charges)\n"
-    "B: technical (errors, crashes, login or performance problems)\n"
-    "C: sales (pricing, plans, purchasing, upgrades)"
+LABELS = ("A", "B", "C")
+#: The standard question's options, in the order the labels take them.
+OPTIONS = (
+    ("billing", "money, invoices, refunds, charges"),
+    ("technical", "errors, crashes, login or performance problems"),
+    ("sales", "pricing, plans, purchasing, upgrades"),
 )
+
+
+def rotated_options(turn: int) -> tuple[str, ...]:
+    """The options' names in label order after rotating them `turn` places (0: the standard order)."""
+    names = [name for name, _ in OPTIONS]
+    return tuple(names[turn:] + names[:turn])
+
+
+def _question(turn: int = 0) -> str:
+    described = dict(OPTIONS)
+    lines = [
+        f"{label}: {name} ({described[name]})"
+        for label, name in zip(LABELS, rotated_options(turn), strict=True)
+    ]
+    return "\n".join(["Question: what is the customer's intent?", *lines])
+
+
+QUESTION = _question()
 STATE = "I was charged twice for the same subscription this month."
 VARIED_STATE = "The app crashes every time I open the settings page on my phone."
-LABELS = ("A", "B", "C")
+#: The prompt layouts that ask the standard question with its options rotated, by how many places.
+ROTATIONS: Mapping[str, int] = {"standard": 0, "rotated-1": 1, "rotated-2": 2}
 
 _SUBJECTS = (
     "my team account",
@@ -67,9 +87,9 @@ def long_examples() -> str:
     return "\n".join(lines)
 
 
-def _user(state: str, *, examples: bool = False) -> str:
+def _user(state: str, *, examples: bool = False, turn: int = 0) -> str:
     head = f"{long_examples()}\n" if examples else ""
-    return f"{head}{QUESTION}\n\nState: {state}\n\nAnswer with A, B or C."
+    return f"{head}{_question(turn)}\n\nState: {state}\n\nAnswer with A, B or C."
 
 
 #: A prompt layout: an ordered list of (role, text) turns. A `system` turn first goes into the
@@ -103,6 +123,8 @@ _LAYOUTS: Mapping[str, Callable[[], Turns]] = {
     ),
     "system-turn": lambda: (("system", SYSTEM), ("user", _user(STATE))),
     "input-text-parts": lambda: (("system", SYSTEM), ("user", _user(STATE))),
+    "rotated-1": lambda: (("system", SYSTEM), ("user", _user(STATE, turn=1))),
+    "rotated-2": lambda: (("system", SYSTEM), ("user", _user(STATE, turn=2))),
 }
 
 #: The System One probes' bodies: a state and the questions, in the API's own shape.
@@ -170,6 +192,10 @@ _BODIES: Mapping[str, Callable[[], dict[str, Any]]] = {
     "s1-score-eleven-levels": _s1(
         {"q": {"type": "score", "instructions": "How much?", "criteria": _levels(11)}}
     ),
+    # The standard questions under other ids, with one more, and in another order: the same answers.
+    "s1-renamed": _s1(dict(zip(("q1", "q2", "q3"), _S1_STANDARD.values(), strict=True))),
+    "s1-added": _s1({**_S1_STANDARD, "angry": {"type": "noul", "instructions": "Is the customer angry?"}}),
+    "s1-reordered": _s1({k: _S1_STANDARD[k] for k in ("urgency", "topic", "refund")}),
 }
 
 #: The Decisions probes' bodies (OpenAI's POST /v1/decisions): an input and a list of questions, written
@@ -279,6 +305,10 @@ _D_BODIES: Mapping[str, Callable[[], dict[str, Any]]] = {
     "d-one-option": _d(_one_choice(["billing"])),
     "d-duplicate-values": _d(_one_choice(["billing", "shipping", "billing"])),
     "d-256-options": _d(_one_choice([f"option {i}" for i in range(256)])),
+    # The standard questions under other names, with one more, and in another order: the same answers.
+    "d-renamed": _d([{**q, "name": f"q{i}"} for i, q in enumerate(_D_STANDARD, 1)]),
+    "d-added": _d([*_D_STANDARD, _D_ANGRY]),
+    "d-reordered": _d([_D_URGENCY, _D_REFUND, _D_TOPIC]),
 }
 
 PROMPTS = (*_LAYOUTS, *_BODIES, *_D_BODIES)
@@ -290,10 +320,12 @@ def prompt_fields(layout: str, surface: str, opening: str | None = None) -> dict
     `opening` becomes the first line of the first turn, so the whole prompt starts with text no other
     probe sends: a prefix cache then has nothing to reuse from earlier requests.
     """
-    if layout in _BODIES:
-        return _BODIES[layout]()
-    if layout in _D_BODIES:
-        return _D_BODIES[layout]()
+    if layout in _BODIES or layout in _D_BODIES:
+        body = (_BODIES.get(layout) or _D_BODIES[layout])()
+        place = "state" if layout in _BODIES else "input"
+        if opening is not None and isinstance(body.get(place), str):
+            body[place] = f"{opening}\n{body[place]}"
+        return body
     if layout not in _LAYOUTS:
         raise KeyError(f"expected a prompt layout among {PROMPTS}, got {layout!r}")
     turns = _LAYOUTS[layout]()

@@ -10,8 +10,11 @@ deadline, so a server that drips its body cannot hold a probe (vcrpy reads the b
 
 from __future__ import annotations
 
+import contextlib
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,7 @@ from jevper import _deadline
 from jevper.probe.cassettes import cassette
 from jevper.probe.catalogue import Catalogue, Probe
 from jevper.probe.classifiers import Verdict
-from jevper.probe.compose import requests_for
+from jevper.probe.compose import ProbeRequest, requests_for
 from jevper.probe.presets import Preset
 
 
@@ -88,44 +91,82 @@ def _send_one(
     failure: Verdict | None = None
     status: int | None = None
     started = time.monotonic()
-    with cassette(recorder, path):
-        for request in requests_for(probe, catalogue, preset):
-            alarm = _deadline.start(client.timeout.read or 60.0)
-            try:
-                response = client.request(
-                    request.method,
-                    request.path.lstrip("/"),
-                    content=request.content,
-                    headers={"content-type": "application/json"},
-                    extensions={"trace": _watching(alarm)},
-                )
-                status = response.status_code
-            except httpx.TimeoutException:
-                failure = Verdict("timeout", f"no answer within {client.timeout.read} s", "")
-            except httpx.ConnectError as exc:
-                failure = Verdict("not-run", f"not run: could not connect ({exc})", "")
-            except httpx.TransportError as exc:
-                failure = Verdict("fault", f"the connection broke: {type(exc).__name__}: {exc}", "")
-                if alarm.fired:
-                    failure = Verdict(
-                        "timeout",
-                        f"no whole answer within {client.timeout.read} s: cut off at the deadline",
-                        "",
-                    )
-                elif not _accepts_connections(str(client.base_url)):
-                    # A dead server breaks the pooled connection first; that is not an answer either.
-                    failure = Verdict("not-run", "not run: the server stopped accepting connections", "")
-            finally:
-                _deadline.stop(alarm)
+    with cassette(recorder, path) as active:
+        for wave in _waves(requests_for(probe, catalogue, preset)):
+            if len(wave) == 1:
+                answers = [_send(client, wave[0])]
+            else:
+                before = len(active.data)
+                with ThreadPoolExecutor(len(wave), thread_name_prefix="probe-wave") as pool:
+                    answers = list(pool.map(lambda request: _send(client, request), wave))
+                _in_sent_order(active.data, before, wave)
+            failure = next((f for _, f in answers if f is not None), None)
             if failure is not None:
                 status = None
                 break
+            status = answers[0][0]
     elapsed = round(time.monotonic() - started, 2)
     if failure is not None:
         # Half a probe is not a recording: its cassette goes, its outcome stays in the results.
         path.unlink(missing_ok=True)
         return Sent(probe, None, elapsed, failure)
     return Sent(probe, status, elapsed)
+
+
+def _waves(requests: Sequence[ProbeRequest]) -> list[list[ProbeRequest]]:
+    """The requests in the groups they are sent in: one alone, or a wave of neighbours sent together."""
+    waves: list[list[ProbeRequest]] = []
+    for request in requests:
+        if waves and request.wave is not None and waves[-1][-1].wave == request.wave:
+            waves[-1].append(request)
+        else:
+            waves.append([request])
+    return waves
+
+
+def _in_sent_order(data: list[Any], before: int, wave: Sequence[ProbeRequest]) -> None:
+    """A wave's exchanges are appended to the cassette as their answers come; put them in the order
+    the plan sends them, so a cassette reads the same whichever request finished first."""
+    recorded = data[before:]
+
+    def rank(entry: Any) -> int:
+        body = entry[0].body
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+        with contextlib.suppress(ValueError, TypeError):
+            parsed = json.loads(text or "null")
+            return next(i for i, request in enumerate(wave) if request.json_body == parsed)
+        return len(wave)
+
+    data[before:] = sorted(recorded, key=rank)
+
+
+def _send(client: httpx.Client, request: ProbeRequest) -> tuple[int | None, Verdict | None]:
+    """One request: its status, or why it got no whole answer."""
+    alarm = _deadline.start(client.timeout.read or 60.0)
+    try:
+        response = client.request(
+            request.method,
+            request.path.lstrip("/"),
+            content=request.content,
+            headers={"content-type": "application/json"},
+            extensions={"trace": _watching(alarm)},
+        )
+        return response.status_code, None
+    except httpx.TimeoutException:
+        return None, Verdict("timeout", f"no answer within {client.timeout.read} s", "")
+    except httpx.ConnectError as exc:
+        return None, Verdict("not-run", f"not run: could not connect ({exc})", "")
+    except httpx.TransportError as exc:
+        if alarm.fired:
+            return None, Verdict(
+                "timeout", f"no whole answer within {client.timeout.read} s: cut off at the deadline", ""
+            )
+        if not _accepts_connections(str(client.base_url)):
+            # A dead server breaks the pooled connection first; that is not an answer either.
+            return None, Verdict("not-run", "not run: the server stopped accepting connections", "")
+        return None, Verdict("fault", f"the connection broke: {type(exc).__name__}: {exc}", "")
+    finally:
+        _deadline.stop(alarm)
 
 
 def _watching(alarm: _deadline.Alarm) -> Callable[[str, Mapping[str, Any]], None]:

@@ -244,7 +244,9 @@ def test_dry_run_prints_every_request_without_touching_the_network(
 ) -> None:
     assert main(["--server", "vllm", "--dry-run", "--only", "messages-*"]) == 0
     out = capsys.readouterr().out
-    assert out.count("POST /messages") == 8  # seven probes, messages-warm primes with one more
+    # Seven canonical probes, messages-warm primes with one more, and each stability probe's plan.
+    sent = [requests_for(p, CATALOGUE, get_preset("vllm")) for p in CATALOGUE.select(["messages-*"])]
+    assert out.count("POST /messages") == sum(map(len, sent)) > 8
     assert '"model": "qwen3.5-9b"' in out
 
 

@@ -122,12 +122,15 @@ def test_the_matrices_leave_out_a_system_one_servers_wall_of_refusals_and_keep_i
             assert {r.key for r in only_systemone if r.server == "laya"} <= hidden
             # The gateway serves POST /v1/decisions beside System One's route: its column is shown.
             assert not {r.key for r in only_systemone if r.server == "jevper"} & hidden
+        elif "systemone" in surfaces:
+            # What moves an answer: System One's rows among the prompt surfaces' keep those columns.
+            assert not hidden & {r.key for r in only_systemone}, topic.id
         else:
             assert hidden == {r.key for r in only_systemone}, topic.id
         just_those += hidden == {r.key for r in only_systemone}
     capabilities = generate(LAYOUT)[LAYOUT.reports_dir / "capabilities.md"]
     assert (
-        capabilities.count("Not shown: laya 0.2.1, jevper 0.1.0,") == just_those >= len(CATALOGUE.topics) - 2
+        capabilities.count("Not shown: laya 0.2.1, jevper 0.1.0,") == just_those >= len(CATALOGUE.topics) - 3
     )
     header = next(line for line in capabilities.splitlines() if line.startswith("| probe "))
     assert header.split("|")[2].strip().startswith("llamacpp b10434")  # the first column a reader sees

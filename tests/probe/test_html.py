@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,16 @@ from vcr.serialize import serialize
 from vcr.serializers import yamlserializer
 
 from jevper.probe.catalogue import load_catalogue
-from jevper.probe.html import COMMAND, Page, PageError, build_page, render_index, render_layout, write_index
+from jevper.probe.html import (
+    COMMAND,
+    Page,
+    PageError,
+    build_page,
+    render_index,
+    render_layout,
+    served,
+    write_index,
+)
 from jevper.probe.recording import Layout, ProbeResult, Recording, Run, repository_root
 
 CATALOGUE = load_catalogue()
@@ -170,7 +180,8 @@ def test_a_system_one_server_refusing_a_surface_it_does_not_serve_is_not_served_
         tmp_path,
         recording(tmp_path, "laya-0.2.1", refused),
         recording(tmp_path / "b", "jevper-0.1.0", answered),
-        recording(tmp_path / "c", "callo-0.3.1", refused),
+        # callo's chat refusal is a 400: a 404 to every chat probe it holds would say it has no such route.
+        recording(tmp_path / "c", "callo-0.3.1", [replace(refused[0], status=400), refused[1]]),
     )
     assert cell(page, "laya-0.2.1", "chat-logprobs").kind == "unserved"
     assert cell(page, "laya-0.2.1", "chat-logprobs").verdict == "404, not found"  # kept for the evidence
@@ -342,3 +353,12 @@ def test_the_report_command_writes_the_page_with_every_other_generated_file(
     assert main(["report", "--out", str(tmp_path)]) == 0
     assert f"generated {tmp_path / 'reports' / 'index.html'}" in capsys.readouterr().out
     assert "20 alts" in (tmp_path / "reports" / "index.html").read_text(encoding="utf-8")
+
+
+def test_a_probe_added_since_a_recording_does_not_bring_back_a_route_it_answered_404_to() -> None:
+    # llama.cpp b11434 answered 404 to every Decisions probe it was asked; the Decisions stability
+    # probes came later and it holds none of them.
+    recording = Layout.repository().load("llamacpp-b11434")
+    decisions = [p for p in CATALOGUE.probes if p.surface == "decisions"]
+    assert any(recording.result(p.id) is None for p in decisions)
+    assert "decisions" not in served(recording, CATALOGUE)

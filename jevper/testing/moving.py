@@ -1,0 +1,217 @@
+"""A loopback server whose answers move on purpose: under load, on a cache hit, or with a question's position.
+
+It answers every route the fault server does (Chat Completions, Responses, Messages, System One, OpenAI's
+Decisions, GET /v1/models) with the fault server's healthy bodies, and moves an answer only where its
+`moves` say so:
+
+- ``load``: an answer given while another request was in flight puts its mass elsewhere;
+- ``cache``: the second sight of a request body (a prompt-cache hit) does; a body with
+  ``cache_prompt: false`` is never cached, as llama.cpp's switch says;
+- ``position``: each System One or Decisions question's answer depends on where it stands among the
+  questions (the second question's distribution rotated one place, the third's two).
+
+A moved prompt-surface answer shifts its label logprobs (A less likely, B more), or changes its text
+where it carries none (Messages); a moved System One or Decisions answer trades its first two options'
+shares. Everything else is answered alike, bit for bit, so the stability probes grade `moves` exactly
+where a move was made. `HOLD_S` keeps each answer in flight long enough for concurrent requests to meet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Iterator, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+
+from jevper._wire import PROMPT_RECORDS, RECORDS, decisions, prompt_record
+from jevper.testing.bodies import HEALTHY_LOGPROBS, Answer, encode, entry
+from jevper.testing.decisions import DecisionsAnswer
+from jevper.testing.systemone import HEALTHY_NOUL, SystemOneAnswer
+
+Move = Literal["load", "cache", "position"]
+MOVES: tuple[Move, ...] = ("load", "cache", "position")
+#: How long each answer is held when the server moves under load: requests sent together meet.
+HOLD_S = 0.1
+#: A moved label answer: A still first, but much less sure (0.61 against 0.82).
+MOVED_LOGPROBS: tuple[tuple[str, float], ...] = (("A", -0.5), ("B", -1.1), ("C", -3.4))
+_ROUTES = {f"/v1/{r.route}": r.name for r in RECORDS.values()} | {f"/v1/{decisions.ROUTE}": decisions.SURFACE}
+
+
+class MovingServer:
+    """The server on a free loopback port; `moves` names what moves an answer (none: nothing does)."""
+
+    def __init__(self, *moves: Move, model: str = "moving-model") -> None:
+        unknown = [m for m in moves if m not in MOVES]
+        if unknown:
+            raise ValueError(f"expected moves among {MOVES}, got {unknown}")
+        self.moves = frozenset(moves)
+        self.model = model
+        self.hold = HOLD_S if "load" in self.moves else 0.0
+        self._lock = threading.Lock()
+        self._in_flight: set[int] = set()
+        self._overlapped: set[int] = set()
+        self._seen: set[str] = set()
+        self._next = 0
+        self.moved: list[str] = []  # the path of every answer moved, in order (for tests)
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._http.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._http.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def start(self) -> MovingServer:
+        self._thread = threading.Thread(target=self._http.serve_forever, name="moving-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._http.shutdown()
+        self._http.server_close()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    # --- one request --------------------------------------------------------------------------------
+
+    def answer(self, path: str, request: Any) -> tuple[int, dict[str, Any]]:
+        surface = _ROUTES.get(path.rstrip("/"))
+        if surface is None:
+            return 404, {"error": {"message": f"no route {path}", "type": "not_found_error", "code": 404}}
+        ticket = self._arrive()
+        try:
+            if self.hold:
+                threading.Event().wait(self.hold)
+            moved = self._moved(ticket, request)
+        finally:
+            self._leave(ticket)
+        model = request.get("model") if isinstance(request, Mapping) else None
+        named = model if isinstance(model, str) else self.model
+        if moved:
+            self.moved.append(path)
+        if surface in PROMPT_RECORDS:
+            return 200, _prompt_answer(Answer(prompt_record(surface).name, request, named), moved)
+        native: DecisionsAnswer | SystemOneAnswer
+        shares: list[dict[str, Any]]
+        if surface == decisions.SURFACE:
+            native = DecisionsAnswer(request, named)
+            shares = list(native.answers)
+        else:
+            native = SystemOneAnswer(request, named)
+            shares = list(native.answers.values())
+        for position, answer in enumerate(shares):
+            turns = (1 if moved else 0) + (position if "position" in self.moves else 0)
+            _shift(answer, turns)
+        return 200, native.body()
+
+    def _arrive(self) -> int:
+        with self._lock:
+            self._next += 1
+            ticket = self._next
+            if self._in_flight:
+                self._overlapped |= {ticket, *self._in_flight}
+            self._in_flight.add(ticket)
+            return ticket
+
+    def _leave(self, ticket: int) -> None:
+        with self._lock:
+            self._in_flight.discard(ticket)
+
+    def _moved(self, ticket: int, request: Any) -> bool:
+        with self._lock:
+            under_load = "load" in self.moves and ticket in self._overlapped
+            self._overlapped.discard(ticket)
+            cached = False
+            if "cache" in self.moves and not (
+                isinstance(request, Mapping) and request.get("cache_prompt") is False
+            ):
+                key = json.dumps(request, sort_keys=True)
+                cached = key in self._seen
+                self._seen.add(key)
+            return under_load or cached
+
+
+def _prompt_answer(answer: Answer, moved: bool) -> dict[str, Any]:
+    if moved:
+        if answer.logprobs is not None:
+            token, logprob = MOVED_LOGPROBS[0]
+            answer.logprobs = [entry(token, logprob, MOVED_LOGPROBS)]
+        else:
+            answer.text = answer.text.replace("A", "B")
+    return answer.body()
+
+
+def _shift(answer: dict[str, Any], turns: int) -> None:
+    """Move a System One or Decisions answer's mass `turns` places: its shares rotated, a choice's pick
+    with them (a noul's or a predicate's probability of true lowered)."""
+    if turns == 0:
+        return
+    shares = answer.get("probabilities")
+    if isinstance(shares, dict) and len(shares) > 1:
+        keys, values = list(shares), list(shares.values())
+        turned = values[-turns % len(values) :] + values[: -turns % len(values)]
+        answer["probabilities"] = dict(zip(keys, turned, strict=True))
+        if answer.get("type") == "choice":
+            answer["choice"] = keys[turned.index(max(turned))]
+    elif isinstance(shares, list) and len(shares) > 1:
+        values = [s["probability"] for s in shares]
+        turned = values[-turns % len(values) :] + values[: -turns % len(values)]
+        for share, value in zip(shares, turned, strict=True):
+            share["probability"] = value
+        if answer.get("type") == "choice":
+            answer["choice"] = shares[turned.index(max(turned))]["value"]
+    elif "noul" in answer:
+        answer["noul"] = round(HEALTHY_NOUL - 0.3 * min(turns, 2), 6)
+    elif "probability" in answer:
+        answer["probability"] = round(HEALTHY_NOUL - 0.3 * min(turns, 2), 6)
+
+
+def _handler(server: MovingServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.rstrip("/").endswith("/models"):
+                data = [{"id": server.model, "object": "model", "owned_by": "jevper"}]
+                self._send(200, {"object": "list", "data": data})
+            else:
+                self._send(404, {"error": {"message": f"no route {self.path}", "code": 404}})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                request = json.loads(raw or b"null")
+            except ValueError:
+                self._send(
+                    400, {"error": {"message": "the body is not JSON", "type": "invalid_request_error"}}
+                )
+                return
+            self._send(*server.answer(self.path, request))
+
+        def _send(self, status: int, body: Any) -> None:
+            data = encode(body)
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:  # the tests' output stays quiet
+            return
+
+    return Handler
+
+
+@contextlib.contextmanager
+def running(*moves: Move, model: str = "moving-model") -> Iterator[MovingServer]:
+    """A moving server for the duration of the block."""
+    server = MovingServer(*moves, model=model).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+__all__ = ["HEALTHY_LOGPROBS", "MOVED_LOGPROBS", "MOVES", "Move", "MovingServer", "running"]
