@@ -183,31 +183,30 @@ class AsyncDecisions:
         """``SystemOneClient.decisions.create``, awaited."""
         client = self._client
         client._check_open()
-        body = _decisions.body(
+        steps = _decisions.create(
             client.options,
-            input,
-            questions,
-            model,
-            overrides.get("prompt_cache_key"),
-            prompt_cache_options,
-            safety_identifier,
+            client._memory,
+            input=input,
+            questions=questions,
+            model=model,
+            instructions=instructions,
+            prompt_cache_options=prompt_cache_options,
+            safety_identifier=safety_identifier,
+            overrides=overrides,
         )
-        call = _decisions.plan(client.options, body, instructions, overrides)
-        if _decisions.asks_natively(call.options, client._memory):
-            answered = await client._drive(_decisions.native(call, client._memory), client._fetch)
-            if answered is not None:
-                return answered
-        plan = call.prompt_plan()
-        native = await client._natively(plan)
-        if native is not None:
-            return _decisions.from_system_one(call, native)
-        outcomes = await client._in_orders(plan, self._outcome)
-        return _decisions.assembled(call, outcomes, client._memory)
+        return await client._drive(steps, self._step)
 
-    async def _outcome(
+    async def _step(self, step: _decisions.Step) -> Any:
+        client = self._client
+        if isinstance(step, _decisions.AskEach):
+            return await client._each(step.plan, self._question)
+        if isinstance(step, _decisions.AskSystemOne):
+            return await client._natively(step.plan)
+        return await client._fetch(step)
+
+    async def _question(
         self, plan: Plan, qid: str, question: Question, gate: asyncio.Semaphore
-    ) -> Answered | JevperError:
-        try:
-            return await self._client._answer(plan, qid, question, gate)
-        except _decisions.READ_FAILURES as failure:
-            return failure
+    ) -> Answered | _decisions.Refused:
+        client = self._client
+        async with gate:
+            return await client._drive(_decisions.question(plan, qid, question, client._memory), client._send)

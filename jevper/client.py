@@ -180,28 +180,32 @@ class Decisions:
         answer cannot be read as a refusal among them. ``instructions`` (this client's addition) lead the
         input as a developer message; ``prompt_cache_key`` is sent as the API's and as the client's own.
         An invalid request, or an image where the surface in use reads none, is refused before any request
-        there with an ``InvalidDecisionError`` naming the param."""
+        there with an ``InvalidDecisionError`` naming the param. A server that fails (also when a question
+        is asked again after an answer that could not be read) fails the call with its ``ProviderError``.
+        """
         client = self._client
         client._check_open()
-        body = _decisions.body(
+        steps = _decisions.create(
             client.options,
-            input,
-            questions,
-            model,
-            overrides.get("prompt_cache_key"),
-            prompt_cache_options,
-            safety_identifier,
+            client._memory,
+            input=input,
+            questions=questions,
+            model=model,
+            instructions=instructions,
+            prompt_cache_options=prompt_cache_options,
+            safety_identifier=safety_identifier,
+            overrides=overrides,
         )
-        call = _decisions.plan(client.options, body, instructions, overrides)
-        if _decisions.asks_natively(call.options, client._memory):
-            answered = client._drive(_decisions.native(call, client._memory), client._fetch)
-            if answered is not None:
-                return answered
-        plan = call.prompt_plan()
-        native = client._natively(plan)
-        if native is not None:
-            return _decisions.from_system_one(call, native)
-        outcomes = client._in_orders(
-            plan, lambda plan, qid, q: _decisions.outcome(lambda: client._answer(plan, qid, q))
-        )
-        return _decisions.assembled(call, outcomes, client._memory)
+        return client._drive(steps, self._step)
+
+    def _step(self, step: _decisions.Step) -> Any:
+        client = self._client
+        if isinstance(step, _decisions.AskEach):
+            return client._each(step.plan, self._question)
+        if isinstance(step, _decisions.AskSystemOne):
+            return client._natively(step.plan)
+        return client._fetch(step)
+
+    def _question(self, plan: Plan, qid: str, question: Question) -> Answered | _decisions.Refused:
+        client = self._client
+        return client._drive(_decisions.question(plan, qid, question, client._memory), client._send)

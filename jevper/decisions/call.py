@@ -2,21 +2,23 @@
 request (api="decisions", and first under api="auto"), and its answers assembled from System One's or
 the engine's.
 
-Like the engine, this never performs I/O; the blocking and the async client drive it. A question whose
-answer cannot be read (``READ_FAILURES``) is a refusal among the other answers; a refused request, an
-unreachable server or an invalid question still fails the call, as it would every question of it.
+Like the engine, this never performs I/O: ``create`` is the one body of ``decisions.create``, which the
+blocking and the async client drive, each answering its steps. A question whose answer cannot be read
+(``READ_FAILURES``) is a refusal among the other answers; a refused request, a server that fails (on a
+corrective retry too) or cannot be reached, or an invalid question still fails the call, as it would
+every question of it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from jevper import _json, _native
 from jevper._calibrated import calibrate
-from jevper._client_base import Plan, question_trace
-from jevper._engine import Answered
+from jevper._client_base import Plan, in_orders, question_trace
+from jevper._engine import Answered, Call, answer
 from jevper._errors import (
     IncompleteAnswerError,
     JevperError,
@@ -24,12 +26,15 @@ from jevper._errors import (
     MalformedAnswerError,
     ProviderError,
 )
+from jevper._failure import server_failure
 from jevper._memory import PROMPT, Memory
 from jevper._options import Options, Overrides
+from jevper._orders import folded
 from jevper._prompt import state_turns
 from jevper._routes import Fetch
 from jevper._trace import QuestionTrace, Route, Trace, each
 from jevper._usage import total
+from jevper._wire import WireResult
 from jevper._wire import decisions as wire
 from jevper.decisions.answers import (
     DecisionAnswer,
@@ -41,6 +46,7 @@ from jevper.decisions.answers import (
 )
 from jevper.decisions.rules import DecisionQuestion, DecisionRequest, decision_request
 from jevper.models import SystemOneResponse
+from jevper.questions import Question
 
 #: What a question's answer may fail by without costing the others: the model answered prose, or
 #: something that does not fit, or was cut off.
@@ -184,25 +190,117 @@ def _calibration_id(index: int, question: DecisionQuestion) -> str:
     return question.name if question.name is not None else qid(index)
 
 
-def outcome(answer: Callable[[], Answered]) -> Answered | JevperError:
-    """A question's answer, or the failure to read it that makes it a refusal."""
+@dataclass(frozen=True)
+class Refused:
+    """A question whose answer could not be read: why, and the responses it cost (``usage`` counts them)."""
+
+    failure: JevperError
+    results: tuple[WireResult, ...]
+
+    def __str__(self) -> str:
+        return str(self.failure)
+
+
+def question(
+    plan: Plan, qid: str, asked: Question, memory: Memory
+) -> Generator[Call, WireResult, Answered | Refused]:
+    """One question of the call, as the engine answers it, or a refusal when its answer cannot be read
+    (``READ_FAILURES``), with every response it was sent. A server that failed meanwhile (the corrective
+    retry's 503) fails the call instead, as ``_failure.server_failure`` finds it: only an unreadable
+    answer is a refusal."""
+    results: list[WireResult] = []
+    steps = answer(asked, plan.state, plan.options, memory, qid)
     try:
-        answered_question: Answered = answer()
+        request = next(steps)
+        while True:
+            try:
+                result = yield request
+            except JevperError as error:
+                request = steps.throw(error)
+            else:
+                results.append(result)
+                request = steps.send(result)
+    except StopIteration as done:
+        answered: Answered = done.value
+        return answered
     except READ_FAILURES as failure:
-        return failure
-    return answered_question
+        cause = server_failure(failure)
+        if cause is not None:
+            # The server's error, as it came (caused by what its client raised), not the readout's.
+            raise cause from cause.__cause__
+        return Refused(failure, tuple(results))
+    finally:
+        steps.close()
+
+
+@dataclass(frozen=True)
+class AskSystemOne:
+    """A step of ``create``: the questions asked as ``system_one`` asks them first (System One, for a
+    decision model); the client sends back its ``_natively`` answer, or None."""
+
+    plan: Plan
+
+
+@dataclass(frozen=True)
+class AskEach:
+    """A step of ``create``: every question of ``plan`` (a choice once per order of its options) asked
+    by ``question``; the client sends back their outcomes, in order."""
+
+    plan: Plan
+
+
+#: What ``create`` asks its client for: a request to the server's own routes, or one of the above.
+Step = Fetch | AskSystemOne | AskEach
+
+
+def create(
+    options: Options,
+    memory: Memory,
+    *,
+    input: object,
+    questions: object,
+    model: str | None,
+    instructions: object,
+    prompt_cache_options: object,
+    safety_identifier: str | None,
+    overrides: Overrides,
+) -> Generator[Step, Any, DecisionResponse]:
+    """``decisions.create``, for both clients: each drives it, sending each step's answer back."""
+    given = body(
+        options,
+        input,
+        questions,
+        model,
+        overrides.get("prompt_cache_key"),
+        prompt_cache_options,
+        safety_identifier,
+    )
+    call = plan(options, given, instructions, overrides)
+    if asks_natively(call.options, memory):
+        answered = yield from native(call, memory)
+        if answered is not None:
+            return answered
+    prompt = call.prompt_plan()
+    system_one: SystemOneResponse | None = yield AskSystemOne(prompt)
+    if system_one is not None:
+        return from_system_one(call, system_one)
+    outcomes: list[Answered | Refused] = yield AskEach(in_orders(prompt))
+    return assembled(call, prompt, outcomes, memory)
 
 
 def assembled(
-    call: DecisionCall, outcomes: Sequence[Answered | JevperError], memory: Memory
+    call: DecisionCall, prompt: Plan, outcomes: Sequence[Answered | Refused], memory: Memory
 ) -> DecisionResponse:
-    """The prompt surfaces' answers, each read failure a refusal in its question's place; the debug as
-    ``system_one``'s (each question's trace, the server limits met, the route under api="auto")."""
+    """The prompt surfaces' answers (``outcomes``: each question of ``prompt`` in each of its orders),
+    each choice's orders folded, each refusal in its question's place; the usage of every response, a
+    refused question's too; the debug as ``system_one``'s (each question's trace, the server limits met,
+    the route under api="auto")."""
     model = call.options.model
     questions = call.request.questions
+    folded_outcomes = folded(prompt.questions, outcomes, call.options.option_orders)
     read = [
         (_calibration_id(i, q), q.question, got.answer)
-        for i, (q, got) in enumerate(zip(questions, outcomes, strict=True))
+        for i, (q, got) in enumerate(zip(questions, folded_outcomes, strict=True))
         if isinstance(got, Answered)
     ]
     mapped, calibration = calibrate(call.options, read)
@@ -210,14 +308,14 @@ def assembled(
     answers: list[DecisionAnswer] = []
     trace: dict[str, Any] = {}
     limits: dict[str, str] = {}
-    for i, (question, got) in enumerate(zip(questions, outcomes, strict=True)):
+    for i, (asked, got) in enumerate(zip(questions, folded_outcomes, strict=True)):
         if isinstance(got, Answered):
-            answers.append(answered(question, next(calibrated_answers)))
+            answers.append(answered(asked, next(calibrated_answers)))
             trace[qid(i)] = question_trace(got).to_dict()
             limits.update(memory.server_limits(model, got.surface))
         else:
-            answers.append(DecisionRefusal(question.name, str(got)))
-            trace[qid(i)] = {"refused": f"{type(got).__name__}: {got}"}
+            answers.append(DecisionRefusal(asked.name, str(got)))
+            trace[qid(i)] = {"refused": f"{type(got.failure).__name__}: {got}"}
     debug: dict[str, Any] = {"questions": trace, "server_limits": limits}
     if calibration is not None:
         debug["calibration"] = calibration.to_dict()
@@ -228,5 +326,9 @@ def assembled(
             "why": chosen.why if chosen else "preferred surface",
             "decisions": declined.why if declined else "POST /v1/decisions not asked",
         }
-    usage = total(r for got in outcomes if isinstance(got, Answered) for r in got.trail.results)
-    return DecisionResponse(tuple(answers), model, DecisionUsage.of(usage), debug)
+    sent = (
+        result
+        for got in outcomes
+        for result in (got.trail.results if isinstance(got, Answered) else got.results)
+    )
+    return DecisionResponse(tuple(answers), model, DecisionUsage.of(total(sent)), debug)

@@ -542,6 +542,72 @@ def test_a_question_the_model_refuses_is_a_refusal_and_the_others_still_answer(l
     assert isinstance(response.answers[0], DecisionPredicate) and response.answers[0].probability > 0.5
 
 
+def prose(prompt_tokens: int) -> dict[str, Any]:
+    """A Chat Completions answer in words, not a label: the readout asks again (its corrective retry)."""
+    return {
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "Well, the customer"},
+                "logprobs": {
+                    "content": [
+                        {
+                            "token": "Well",
+                            "logprob": -0.2,
+                            "top_logprobs": [
+                                {"token": "Well", "logprob": -0.2},
+                                {"token": "The", "logprob": -1.9},
+                            ],
+                        }
+                    ]
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 5},
+    }
+
+
+#: The server failing the corrective retry: a 503 in no words the wording table knows.
+UNAVAILABLE = (503, "<html><h1>503 Service Unavailable</h1></html>", "text/html")
+
+
+def test_a_server_failure_on_the_corrective_retry_fails_the_call_instead_of_a_refusal(loopback: Any) -> None:
+    loopback.reply("/chat/completions", 200, prose(600))
+    loopback.reply("/chat/completions", *UNAVAILABLE)
+    with pytest.raises(ProviderError) as failed:
+        client(loopback.url, api="chat_completions", method="logprobs", max_concurrency=1).decisions.create(
+            input=INPUT, questions=[QUESTIONS[0]]
+        )
+    assert failed.value.status == 503
+    assert len(loopback.requests) == 2
+
+
+def test_the_async_client_fails_the_call_on_a_server_failure_of_the_corrective_retry(loopback: Any) -> None:
+    loopback.reply("/chat/completions", 200, prose(600))
+    loopback.reply("/chat/completions", *UNAVAILABLE)
+
+    async def ask() -> Any:
+        sdk = AsyncOpenAI(base_url=loopback.url, api_key="local", max_retries=0)
+        jevper_client = AsyncSystemOneClient(sdk, model="m", api="chat_completions", method="logprobs")
+        return await jevper_client.decisions.create(input=INPUT, questions=[QUESTIONS[0]])
+
+    with pytest.raises(ProviderError) as failed:
+        asyncio.run(ask())
+    assert failed.value.status == 503
+
+
+def test_the_usage_counts_the_requests_of_a_refused_question(loopback: Any) -> None:
+    for reply in (LABEL, prose(600), prose(610)):  # the second question answers prose twice: a refusal
+        loopback.reply("/chat/completions", 200, reply)
+    response = client(
+        loopback.url, api="chat_completions", method="logprobs", max_concurrency=1
+    ).decisions.create(input=INPUT, questions=[QUESTIONS[0], QUESTIONS[1]])
+    assert [a.type for a in validated(response).answers] == ["predicate", "refusal"]
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (20 + 600 + 610, 1 + 5 + 5)
+    assert response.usage.requests == 3
+
+
 def test_a_refused_request_still_fails_the_call(loopback: Any) -> None:
     loopback.reply(
         "/chat/completions", 401, {"error": {"message": "Invalid API key", "type": "authentication_error"}}

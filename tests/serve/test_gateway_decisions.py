@@ -243,6 +243,49 @@ def test_a_question_whose_answer_cannot_be_read_is_a_refusal_among_the_answers()
     ]
 
 
+def prose() -> dict[str, Any]:
+    """A Chat Completions answer in words, not a label: the readout asks again (its corrective retry)."""
+    body = chat_label()
+    top = [{"token": t, "logprob": lp} for t, lp in (("Well", -0.2), ("The", -1.9))]
+    body["choices"][0]["message"]["content"] = "Well, the customer"
+    body["choices"][0]["logprobs"] = {"content": [{"token": "Well", "logprob": -0.2, "top_logprobs": top}]}
+    body["usage"] = {"prompt_tokens": 600, "completion_tokens": 5}
+    return body
+
+
+def test_an_upstream_that_fails_the_corrective_retry_is_a_502_and_counted_as_its_failure() -> None:
+    script = Script()
+    script.reply("/chat/completions", 200, prose())
+    script.reply("/chat/completions", 503, "<html><h1>503 Service Unavailable</h1></html>", "text/html")
+    with (
+        running(script=script, model="smollm2") as scripted,
+        gateway(scripted.base_url(), method="logprobs", recheck_s=60) as client,
+    ):
+        reply = client.post("/v1/decisions", json={**VALID, "questions": [PREDICATE]}, headers=AUTH)
+        details = client.get("/health", headers=AUTH).json()["upstream_details"]
+    assert reply.status_code == 502, reply.text
+    error = error_of(reply)
+    assert (error["type"], error["code"]) == ("server_error", "upstream_error")
+    assert "503" in error["message"]
+    assert [upstream["in"] for upstream in details] == [False]
+
+
+def test_the_usage_counts_the_requests_of_a_refused_question() -> None:
+    script = Script()
+    with running(script=script, model="smollm2") as scripted:
+        for reply in (chat_label(), prose(), prose()):
+            script.reply("/chat/completions", 200, reply)
+        with gateway(scripted.base_url(), method="logprobs", pool=1) as client:
+            questions = [PREDICATE, {**PREDICATE, "name": "angry"}]
+            reply = client.post("/v1/decisions", json={**VALID, "questions": questions}, headers=AUTH)
+    assert reply.status_code == 200, reply.text
+    decision = Decision.model_validate(reply.json())
+    assert [a.type for a in decision.answers] == ["predicate", "refusal"]
+    label_usage = chat_label()["usage"]
+    assert decision.usage.input_tokens == label_usage["prompt_tokens"] + 2 * 600
+    assert decision.usage.output_tokens == label_usage["completion_tokens"] + 2 * 5
+
+
 def test_the_metrics_count_a_decisions_answer_by_type(app: TestClient) -> None:
     assert app.post("/v1/decisions", json=VALID, headers=AUTH).status_code == 200
     metrics = app.get("/metrics").text
