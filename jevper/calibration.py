@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from jevper._atomic import write_atomically
 from jevper._distribution import clamped, renormalised
 from jevper._errors import CalibrationMismatchError, ConfigError
 from jevper.questions import Choice, Noul, Question, as_question, described
@@ -558,9 +559,3 @@ def loaded(given: Calibration | str | os.PathLike[str]) -> Calibration:
     raise ConfigError(
         f"calibration: expected a Calibration or the path of a calibration.json, got {type(given).__name__}"
     )
-
-
-def write_atomically(path: Path, text: str) -> None:
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)

@@ -11,7 +11,7 @@ import jevper
 
 PACKAGE = Path(__file__).resolve().parents[1] / "jevper"
 #: The client core's private modules the harness may still use, as ARCHITECTURE.md says.
-HARNESS_MAY_USE = {"jevper._wire", "jevper._errors", "jevper._deadline", "jevper._failure"}
+HARNESS_MAY_USE = {"jevper._wire", "jevper._errors", "jevper._deadline", "jevper._failure", "jevper._atomic"}
 #: The packages built on the client: it imports none of them.
 ABOVE_THE_CLIENT = (
     "jevper.probe",
@@ -70,6 +70,10 @@ def test_the_wire_format_imports_nothing_of_jevper_but_itself_and_the_errors(mod
 
 def test_the_failure_policy_imports_nothing_of_jevper_but_the_errors() -> None:
     assert IMPORTS["jevper._failure"] <= {"jevper._errors"}
+
+
+def test_the_atomic_writer_imports_nothing_of_jevper() -> None:
+    assert IMPORTS["jevper._atomic"] == set()
 
 
 def test_every_module_the_rules_name_exists() -> None:
@@ -134,9 +138,8 @@ PUBLIC = {
     "jevper.questions",
     "jevper.models",
     "jevper.calibration",
-    # the one renormalising, clamping and top probability (the review and the evaluation read answers)
-    "jevper._distribution",
     "jevper._errors",
+    "jevper._atomic",
 } | {f"jevper.{name}" for name in jevper.__all__}
 
 

@@ -61,10 +61,21 @@ def as_server(spec: ServerSpec) -> Upstream:
     )
 
 
+def unwrapped(value: Any) -> Any:
+    """The questions a System One request's body (or its ``{"questions": ...}`` part) wraps, or ``value``
+    itself: a ``questions`` key is a question's id when what it holds is one question (its ``type`` a
+    string), so a question may be called "questions"."""
+    if isinstance(value, Mapping) and "questions" in value:
+        inner = value["questions"]
+        if not (isinstance(inner, Mapping) and isinstance(inner.get("type"), str)):
+            return inner
+    return value
+
+
 def as_questions(questions: Mapping[str, Any]) -> tuple[tuple[str, Question], ...]:
     """The questions in order, each checked as the client checks it (the API's shape or a question)."""
     if isinstance(questions, Mapping) and set(questions) == {"questions"}:
-        questions = questions["questions"]  # a System One request's questions object, whole
+        questions = unwrapped(questions)  # a System One request's questions object, whole
     if not isinstance(questions, Mapping) or not questions:
         raise InvalidQuestionError(
             f"questions: expected a non-empty mapping of question id to question, got {questions!r:.80}"

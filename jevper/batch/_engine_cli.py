@@ -19,9 +19,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from jevper import ConfigError
+from jevper._atomic import replacing
 from jevper._upstreams import Upstream
 from jevper.batch._core import BatchClassifier
-from jevper.batch._files import Writer, format_of, install
+from jevper.batch._files import Writer, format_of
 from jevper.batch._local import Tally, asked
 from jevper.batch._parts import Parts
 
@@ -106,16 +107,15 @@ def _join(parts: Path, output: Path, tally: Tally) -> None:
     if not files:
         raise ConfigError(f"INPUT: expected rows, got none written to {parts}")
     schema = pq.read_schema(files[0])
-    partial = output.with_name(output.name + ".partial")
-    writer = Writer(partial, schema, format_of(output, "OUTPUT"))
-    try:
-        for path in files:
-            for batch in pq.ParquetFile(path).iter_batches():
-                writer.write(batch.cast(schema) if batch.schema != schema else batch)
-                _count(batch, tally)
-    finally:
-        writer.close()
-    install(partial, output)
+    with replacing(output) as temporary:
+        writer = Writer(temporary, schema, format_of(output, "OUTPUT"))
+        try:
+            for path in files:
+                for batch in pq.ParquetFile(path).iter_batches():
+                    writer.write(batch.cast(schema) if batch.schema != schema else batch)
+                    _count(batch, tally)
+        finally:
+            writer.close()
 
 
 def _count(batch: pa.RecordBatch, tally: Tally) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,6 +160,15 @@ class Input:
             raise InputError(
                 f"INPUT {self.path}: expected a header line naming the columns, got an empty file"
             )
+        seen: dict[str, int] = {}
+        for number, name in enumerate(header, 1):
+            if name in seen:
+                # Arrow would keep one of the two and drop the other's cells without a word.
+                raise InputError(
+                    f"INPUT {self.path}: expected each column named once in the header, got column "
+                    f"{name!r} twice (columns {seen[name]} and {number}); rename one of them"
+                )
+            seen[name] = number
         return header
 
     def _read_csv(self, columns: list[str] | None) -> Iterator[pa.RecordBatch]:
@@ -321,27 +329,12 @@ class Writer:
                 self._file.write(json.dumps(row, ensure_ascii=False) + "\n")
 
     def close(self) -> None:
-        """The file finished (not yet synced: ``install`` does that before renaming it into place)."""
+        """The file finished (not yet synced: ``jevper._atomic.replacing`` does that when it renames it
+        into place)."""
         if self._writer is not None:
             self._writer.close()
         if self._file is not None:
             self._file.close()
-
-
-def install(temporary: Path, path: Path) -> None:
-    """``temporary`` renamed to ``path`` so that a crash leaves the old file or the new one, whole: the
-    file's bytes reach the disk before the rename, and the folder's entry for it after."""
-    _fsync(temporary)
-    os.replace(temporary, path)
-    _fsync(path.parent)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _has_map(kind: pa.DataType) -> bool:

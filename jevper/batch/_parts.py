@@ -32,7 +32,8 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from jevper import ConfigError
-from jevper.batch._files import Format, Writer, install
+from jevper._atomic import replacing, write_atomically
+from jevper.batch._files import Format, Writer
 from jevper.batch._schema import Row
 
 MANIFEST_VERSION = 1
@@ -82,7 +83,7 @@ class Parts:
                 "remove the folder to start over"
             )
         self.folder.mkdir(parents=True, exist_ok=True)
-        _write_atomically(path, json.dumps(dict(manifest), indent=1, sort_keys=True).encode())
+        write_atomically(path, json.dumps(dict(manifest), indent=1, sort_keys=True))
 
     def committed(self, index: int) -> bool:
         return self._part(index).is_file()
@@ -120,10 +121,12 @@ class Parts:
     def commit(self, index: int, batch: pa.RecordBatch) -> None:
         """Batch ``index``'s rows, whole, under their final name; its journal is then dropped."""
         part = self._part(index)
-        temporary = part.with_name("." + part.name + ".tmp")
-        with pa.OSFile(str(temporary), "wb") as sink, ipc.new_file(sink, batch.schema) as writer:
+        with (
+            replacing(part) as temporary,
+            pa.OSFile(str(temporary), "wb") as sink,
+            ipc.new_file(sink, batch.schema) as writer,
+        ):
             writer.write_batch(batch)
-        install(temporary, part)
         with contextlib.suppress(FileNotFoundError):
             self._journal(index).unlink()
 
@@ -132,16 +135,15 @@ class Parts:
     def finish(self, schema: pa.Schema, fmt: Format) -> int:
         """OUTPUT from every part in input order (written aside, then renamed); the folder removed.
         Returns the rows written."""
-        temporary = self.output.with_name("." + self.output.name + ".tmp")
-        writer = Writer(temporary, schema, fmt)
         rows = 0
-        try:
-            for batch in self.batches():
-                writer.write(batch.cast(schema) if batch.schema != schema else batch)
-                rows += batch.num_rows
-        finally:
-            writer.close()
-        install(temporary, self.output)
+        with replacing(self.output) as temporary:
+            writer = Writer(temporary, schema, fmt)
+            try:
+                for batch in self.batches():
+                    writer.write(batch.cast(schema) if batch.schema != schema else batch)
+                    rows += batch.num_rows
+            finally:
+                writer.close()
         shutil.rmtree(self.folder)
         return rows
 
@@ -229,9 +231,3 @@ def _shown(value: Any) -> str:
     else:
         shown = repr(value)
     return shown if len(shown) <= 120 else shown[:117] + "..."
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    temporary = path.with_name("." + path.name + ".tmp")
-    temporary.write_bytes(data)
-    install(temporary, path)

@@ -24,6 +24,7 @@ from jevper.batch._core import (
     BatchClassifier,
     Server,
     as_questions,
+    unwrapped,
 )
 from jevper.batch._engine_cli import ENGINES, run_engine
 from jevper.batch._files import Input, format_of
@@ -193,7 +194,7 @@ def questions_of(path: Path) -> dict[str, Any]:
         raise ConfigError(f"--questions {path}: expected a readable file, got {exc.strerror}") from None
     except ValueError as exc:
         raise ConfigError(f"--questions {path}: expected JSON, got {exc}") from None
-    asked = value.get("questions") if isinstance(value, dict) and "questions" in value else value
+    asked = unwrapped(value)
     where = "questions" if asked is not value else "(top level)"
     if not isinstance(asked, dict) or not asked:
         raise InvalidQuestionError(

@@ -7,14 +7,13 @@ and a calibration fit again, without asking anything.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from jevper._atomic import replacing, write_atomically
 from jevper.batch import BatchClassifier, Server
 from jevper.batch._files import Input, Writer
-from jevper.evaluate._calibration import write_atomically
 from jevper.evaluate._fit import mean_prior
 from jevper.evaluate._labels import distributions_by_row, read_table
 from jevper.evaluate._metrics import Distribution
@@ -54,21 +53,18 @@ async def ask(
         option_orders=option_orders,
     )
     schema = classifier.output_schema(checked.schema)
-    partial = output.with_name(output.name + ".partial")
-    writer = Writer(partial, schema, "parquet")
     try:
-        for batch in source.batches(BATCH_ROWS):
-            writer.write(await classifier.classify(batch))
-    except BaseException:
-        writer.close()
-        partial.unlink(missing_ok=True)
-        raise
+        with replacing(output) as temporary:
+            writer = Writer(temporary, schema, "parquet")
+            try:
+                for batch in source.batches(BATCH_ROWS):
+                    writer.write(await classifier.classify(batch))
+            finally:
+                writer.close()
     finally:
         await classifier.aclose()
         if requests is not None:
             requests.sent += classifier.requests_sent
-    writer.close()
-    os.replace(partial, output)
     return output
 
 

@@ -8,7 +8,6 @@ from jevper.calibration import (
     Calibration,
     QuestionCalibration,
     prompt_digest,
-    write_atomically,
 )
 
 __all__ = [
@@ -18,5 +17,4 @@ __all__ = [
     "Calibration",
     "QuestionCalibration",
     "prompt_digest",
-    "write_atomically",
 ]

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from jevper import ConfigError, JevperError
+from jevper._atomic import write_atomically
 from jevper.batch import Server
 from jevper.batch.cli import servers_of
 from jevper.evaluate._ask import RequestCount, ask, content_free, rotations
-from jevper.evaluate._calibration import Binding, prompt_digest, write_atomically
+from jevper.evaluate._calibration import Binding, prompt_digest
 from jevper.evaluate._compare import (
     SPAWN,
     Compared,
@@ -40,7 +41,7 @@ from jevper.evaluate._evaluation import DEFAULT_TARGET
 from jevper.evaluate._labels import golds, read_table
 from jevper.evaluate._metrics import Distribution
 from jevper.evaluate._report import html
-from jevper.evaluate._run import check_rotated, evaluate_files, read_questions
+from jevper.evaluate._run import evaluate_files, read_questions
 from jevper.evaluate._select import DEFAULT_FOLDS, DEFAULT_SEED
 from jevper.servers.flags import (
     API_KEY_HELP,
@@ -262,7 +263,6 @@ def _evaluate(args: argparse.Namespace, requests: RequestCount | None = None) ->
     if args.spawn:
         _spawn_defaults(args)
     given, asked = read_questions(args.questions)
-    check_rotated(asked, [path for path, _ in args.rotated], rotations=args.rotations)
     binding = _binding(args, given) if args.fit else None
     answers = args.answers
     turned: list[tuple[Path, Path]] = [(q, a) for q, a in args.rotated]

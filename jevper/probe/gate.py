@@ -1,9 +1,8 @@
 """The gate a CI job runs: every verdict of a run against the verdicts of a baseline recording.
 
 A probe's verdict *changed* when its graded outcome, its grade, its HTTP status or its decisive fact
-differs, or a stability probe's number moved by more than its tolerance; the decisive fact is the one
-the probe's agreement rule names (the number of alternatives, where the trace went, a stability
-grade, ...), recomputed from both cassettes. The matrix text alone may differ between two runs
+differs; the decisive fact is the one the probe's agreement rule names (the number of alternatives, where
+the trace went, ...), recomputed from both cassettes. The matrix text alone may differ between two runs
 of one server without anything having changed: it quotes what the model answered and which labels sit
 among near-tied alternatives. Such a probe is listed as noise, never counted. A probe in one recording
 only (a newer catalogue, a selection) is listed, and counted only when asked.
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from jevper.probe import stability
+from jevper._atomic import write_atomically
 from jevper.probe.cassettes import CassetteError, load_exchanges
 from jevper.probe.catalogue import Catalogue, Probe
 from jevper.probe.classifiers import classify
@@ -159,8 +158,6 @@ def changed(
     ):
         if was != now:
             return f"{name} {_shown(was)} -> {_shown(now)}"
-    if not stability.same(old.stability, new.stability):
-        return f"stability {_numbers(old.stability)} -> {_numbers(new.stability)}"
     rule = probe.compare if probe is not None else "outcome"
     if rule not in ("outcome", "status", "status-class") and rule in old_facts and rule in new_facts:
         was, now = old_facts[rule], new_facts[rule]
@@ -179,12 +176,6 @@ def _facts(probe: Probe | None, recording: Recording) -> Mapping[str, Any]:
         return {}
 
 
-def _numbers(record: Mapping[str, Any] | None) -> str:
-    if record is None:
-        return "none"
-    return f"{record.get('grade')} (change {record.get('change')}, noise {record.get('noise')})"
-
-
 def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple | list) else value
 
@@ -201,6 +192,5 @@ def report(gate: Gate, report_path: Path | None = None) -> str:
 def write_report(gate: Gate, reports_dir: Path) -> tuple[Path, str]:
     path = reports_dir / REPORT_NAME
     text = report(gate, path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    write_atomically(path, text)
     return path, text

@@ -13,7 +13,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
-from jevper.probe.recording import Recording, write_atomically
+from jevper._atomic import write_atomically
+from jevper.probe.recording import Recording
 from jevper.probe.summary import Missing, ProbeLine
 
 

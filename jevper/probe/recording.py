@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from jevper._atomic import write_atomically
 from jevper.probe.cassettes import CASSETTE_SUFFIX
 
 FORMAT = 1
@@ -76,16 +77,12 @@ class ProbeResult:
     reference: str | None = None
     agrees_with_reference: bool | None = None
     grade: Grade | None = None
-    #: A stability probe's numbers and grade (jevper.probe.stability.Measure.to_json); None elsewhere.
-    stability: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        # A grade is written only where a specification graded the answer, the stability record only for
-        # a stability probe: other verdicts read as before.
+        # A grade is written only where a specification graded the answer: other verdicts read as before.
         data = asdict(self)
-        for optional in ("grade", "stability"):
-            if data[optional] is None:
-                del data[optional]
+        if self.grade is None:
+            del data["grade"]
         return data
 
 
@@ -403,14 +400,6 @@ def iter_recordings(layout: Layout) -> Iterator[Recording]:
 
 def dump_json(data: Mapping[str, Any]) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write beside the file, then rename over it: an interrupted write leaves the old file whole."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    scratch.write_text(text, encoding="utf-8")
-    os.replace(scratch, path)
 
 
 # --- installing a folder in one step ---------------------------------------------------------------

@@ -12,6 +12,7 @@ from pathlib import Path
 import jinja2
 from tabulate import tabulate
 
+from jevper._atomic import write_atomically
 from jevper.probe import diff, html, summary
 from jevper.probe.agreement import RULES
 from jevper.probe.catalogue import Catalogue, load_catalogue
@@ -195,9 +196,8 @@ def render_all(layout: Layout, catalogue: Catalogue | None = None) -> list[Path]
     """Write every generated file; returns the files written."""
     files = generate(layout, catalogue)
     for path, content in files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() or path.read_text(encoding="utf-8") != content:
-            path.write_text(content, encoding="utf-8")
+            write_atomically(path, content)
     return list(files)
 
 

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jevper._atomic import write_atomically
 from jevper.probe.catalogue import Catalogue
 from jevper.probe.gate import Change, Gate
 from jevper.probe.presets import load_presets
-from jevper.probe.recording import OUTCOMES, UNANSWERED, ProbeResult, Recording, dump_json, write_atomically
+from jevper.probe.recording import OUTCOMES, UNANSWERED, ProbeResult, Recording, dump_json
 
 FORMAT = "jevper-probe-summary"
 VERSION = 1

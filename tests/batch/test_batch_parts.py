@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,16 +22,20 @@ def a_batch(*ids: int) -> pa.RecordBatch:
 
 @pytest.fixture
 def disk(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
-    """Every fsync (of the path its descriptor names) and rename, in order."""
+    """Every fsync (of the path its descriptor names) and rename, in order; a temporary file's random part
+    left out (``.out.parquet.1a2b3c4d.tmp`` reads ``.out.parquet.tmp``)."""
     events: list[tuple[str, str]] = []
     fsync, replace = os.fsync, os.replace
 
+    def plain(path: str) -> str:
+        return re.sub(r"\.[0-9a-f]{8}\.tmp\b", ".tmp", path)
+
     def synced(fd: int) -> None:
-        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        events.append(("fsync", plain(os.readlink(f"/proc/self/fd/{fd}"))))
         fsync(fd)
 
     def renamed(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
-        events.append(("rename", f"{os.fspath(src)} -> {os.fspath(dst)}"))
+        events.append(("rename", plain(f"{os.fspath(src)} -> {os.fspath(dst)}")))
         replace(src, dst)
 
     monkeypatch.setattr(os, "fsync", synced)
@@ -86,7 +91,7 @@ def test_an_engines_joined_output_is_synced_before_its_rename_and_its_folder_aft
     pq.write_table(pa.Table.from_batches([a_batch(1, 2)]), tmp_path / "parts" / "part-0.parquet")
     disk.clear()
     _join(tmp_path / "parts", tmp_path / "out.jsonl", Tally())
-    partial = tmp_path / "out.jsonl.partial"
+    partial = tmp_path / ".out.jsonl.tmp"
     assert disk == [
         ("fsync", str(partial)),
         ("rename", f"{partial} -> {tmp_path / 'out.jsonl'}"),
