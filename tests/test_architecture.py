@@ -138,6 +138,8 @@ PUBLIC = {
     "jevper.questions",
     "jevper.models",
     "jevper.calibration",
+    # the one renormalising, clamping and top probability (the review and the evaluation read answers)
+    "jevper._distribution",
     "jevper._errors",
     "jevper._atomic",
 } | {f"jevper.{name}" for name in jevper.__all__}

@@ -41,7 +41,7 @@ from jevper.evaluate._evaluation import DEFAULT_TARGET
 from jevper.evaluate._labels import golds, read_table
 from jevper.evaluate._metrics import Distribution
 from jevper.evaluate._report import html
-from jevper.evaluate._run import evaluate_files, read_questions
+from jevper.evaluate._run import check_rotated, evaluate_files, read_questions
 from jevper.evaluate._select import DEFAULT_FOLDS, DEFAULT_SEED
 from jevper.servers.flags import (
     API_KEY_HELP,
@@ -263,6 +263,7 @@ def _evaluate(args: argparse.Namespace, requests: RequestCount | None = None) ->
     if args.spawn:
         _spawn_defaults(args)
     given, asked = read_questions(args.questions)
+    check_rotated(asked, [path for path, _ in args.rotated], rotations=args.rotations)
     binding = _binding(args, given) if args.fit else None
     answers = args.answers
     turned: list[tuple[Path, Path]] = [(q, a) for q, a in args.rotated]

@@ -1,5 +1,8 @@
 """What changed between two recordings: every probe whose verdict differs, with both evidences.
 
+A stability probe's verdict differs when its grade does, or one of its numbers moved by more than the
+tolerance (`same_verdict`): two runs of one server rarely measure the same noise to the last digit.
+
 The two recordings may be two releases of one server (llama.cpp b10434 against b11434) or two
 servers (llama.cpp against vLLM). A verdict is a probe's graded outcome plus its matrix cell text,
 both recomputed from its cassette, so every entry of a change report names the two cassettes it
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jevper._atomic import write_atomically
+from jevper.probe import stability
 from jevper.probe.recording import Layout, ProbeResult, Recording, ResultsError
 from jevper.probe.text import table_cell
 
@@ -74,7 +78,7 @@ def diff_recordings(old: Recording, new: Recording) -> RecordingDiff:
     changes = []
     for probe_id in order:
         was, now = before.get(probe_id), after.get(probe_id)
-        if was is not None and now is not None and _verdict(was) == _verdict(now):
+        if was is not None and now is not None and same_verdict(was, now):
             continue
         either = was or now
         assert either is not None  # every id came from one of the two
@@ -83,8 +87,12 @@ def diff_recordings(old: Recording, new: Recording) -> RecordingDiff:
     return RecordingDiff(old, new, compared, tuple(changes))
 
 
-def _verdict(result: ProbeResult) -> tuple[str, str]:
-    return (result.outcome, result.verdict)
+def same_verdict(old: ProbeResult, new: ProbeResult) -> bool:
+    """The same outcome and matrix cell; for a stability probe, the same outcome and grade with every
+    number within the tolerance of the other (its matrix cell quotes the numbers, which may differ)."""
+    if old.stability is not None or new.stability is not None:
+        return old.outcome == new.outcome and stability.same(old.stability, new.stability)
+    return (old.outcome, old.verdict) == (new.outcome, new.verdict)
 
 
 def report_name(diff: RecordingDiff) -> str:

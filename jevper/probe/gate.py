@@ -1,8 +1,9 @@
 """The gate a CI job runs: every verdict of a run against the verdicts of a baseline recording.
 
 A probe's verdict *changed* when its graded outcome, its grade, its HTTP status or its decisive fact
-differs; the decisive fact is the one the probe's agreement rule names (the number of alternatives, where
-the trace went, ...), recomputed from both cassettes. The matrix text alone may differ between two runs
+differs, or a stability probe's number moved by more than its tolerance; the decisive fact is the one
+the probe's agreement rule names (the number of alternatives, where the trace went, a stability
+grade, ...), recomputed from both cassettes. The matrix text alone may differ between two runs
 of one server without anything having changed: it quotes what the model answered and which labels sit
 among near-tied alternatives. Such a probe is listed as noise, never counted. A probe in one recording
 only (a newer catalogue, a selection) is listed, and counted only when asked.
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from jevper._atomic import write_atomically
+from jevper.probe import stability
 from jevper.probe.cassettes import CassetteError, load_exchanges
 from jevper.probe.catalogue import Catalogue, Probe
 from jevper.probe.classifiers import classify
@@ -158,6 +160,8 @@ def changed(
     ):
         if was != now:
             return f"{name} {_shown(was)} -> {_shown(now)}"
+    if not stability.same(old.stability, new.stability):
+        return f"stability {_numbers(old.stability)} -> {_numbers(new.stability)}"
     rule = probe.compare if probe is not None else "outcome"
     if rule not in ("outcome", "status", "status-class") and rule in old_facts and rule in new_facts:
         was, now = old_facts[rule], new_facts[rule]
@@ -174,6 +178,12 @@ def _facts(probe: Probe | None, recording: Recording) -> Mapping[str, Any]:
         return classify(probe, load_exchanges(recording.cassette(probe.id))).facts
     except CassetteError:
         return {}
+
+
+def _numbers(record: Mapping[str, Any] | None) -> str:
+    if record is None:
+        return "none"
+    return f"{record.get('grade')} (change {record.get('change')}, noise {record.get('noise')})"
 
 
 def _plain(value: Any) -> Any:

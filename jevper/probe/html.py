@@ -24,6 +24,7 @@ import jinja2
 from jevper._atomic import write_atomically
 from jevper.probe.cassettes import CassetteError, load_exchanges
 from jevper.probe.catalogue import SURFACE_TITLES, Catalogue, load_catalogue
+from jevper.probe.diff import same_verdict
 from jevper.probe.presets import load_presets
 from jevper.probe.recording import Layout, ProbeResult, Recording, repository_root
 
@@ -295,8 +296,10 @@ def served(recording: Recording, catalogue: Catalogue) -> tuple[str, ...]:
     every probe in the catalogue the recording answered 404 to, a route this release does not have."""
 
     def no_route(surface: str) -> bool:
-        results = [recording.result(p.id) for p in catalogue.probes if p.surface == surface]
-        return bool(results) and all(r is not None and r.status == 404 for r in results)
+        # A probe the recording does not hold (added to the catalogue since) says nothing of the route.
+        held = (recording.result(p.id) for p in catalogue.probes if p.surface == surface)
+        results = [r for r in held if r is not None]
+        return bool(results) and all(r.status == 404 for r in results)
 
     return tuple(surface for surface in serves(recording.server) if not no_route(surface))
 
@@ -354,7 +357,7 @@ def _changed(before: ProbeResult | None, after: ProbeResult | None) -> bool:
     """Both releases answered the probe and their verdicts differ."""
     if before is None or after is None or not (_recorded(before) and _recorded(after)):
         return False
-    return before.verdict != after.verdict
+    return not same_verdict(before, after)
 
 
 def _kind(result: ProbeResult | None, unserved_here: bool = False) -> str:

@@ -77,12 +77,16 @@ class ProbeResult:
     reference: str | None = None
     agrees_with_reference: bool | None = None
     grade: Grade | None = None
+    #: A stability probe's numbers and grade (jevper.probe.stability.Measure.to_json); None elsewhere.
+    stability: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        # A grade is written only where a specification graded the answer: other verdicts read as before.
+        # A grade is written only where a specification graded the answer, the stability record only for
+        # a stability probe: other verdicts read as before.
         data = asdict(self)
-        if self.grade is None:
-            del data["grade"]
+        for optional in ("grade", "stability"):
+            if data[optional] is None:
+                del data[optional]
         return data
 
 
