@@ -11,21 +11,17 @@ harness can grade a server by the rules the client reads it by.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeGuard
+from typing import Any, Final, Literal
 
-from jevper._wire import _read as r
+from jevper._wire._answers import below_peak, checked, count, distribution, expectation, unit
 from jevper._wire._read import brief, is_mapping
-from jevper._wire.errors import raise_embedded
 
 SURFACE: Final = "decisions"
 ROUTE: Final = "decisions"
 #: The route's name as a type, for the client's ``api`` option.
 DecisionsRoute = Literal["decisions"]
-#: How far a sum, an expectation or a peak may sit from exact: float noise, not a different answer.
-TOLERANCE = 1e-6
 ANSWER_TYPES = ("predicate", "choice", "score", "refusal")
 
 
@@ -54,12 +50,8 @@ def read(
     Raises ProviderError for a 200 carrying an error, MalformedAnswerError naming what does not follow the
     schema otherwise.
     """
-    r.mapping(SURFACE, "the body", body)
-    if "answers" not in body:
-        raise_embedded(SURFACE, body, model=model)
-    found = body_violations(body, questions)
-    if found:
-        raise r.violated(SURFACE, "a body that follows OpenAI's Decision schema", found, "api='auto'")
+    expected = "a body that follows OpenAI's Decision schema"
+    checked(SURFACE, body, lambda got: body_violations(got, questions), expected, "api='auto'", model=model)
     return DecisionsResult(str(body["model"]), tuple(body["answers"]), body["usage"], body)
 
 
@@ -95,7 +87,7 @@ def violations(answer: object, question: Mapping[str, Any]) -> list[str]:
     if answer.get("name") != name:
         found.append(f"name: expected {name!r} (the question's), got {brief(answer.get('name'))}")
     if given == "predicate":
-        found += _unit("probability", answer.get("probability"))
+        found += unit("probability", answer.get("probability"))
     elif given == "choice":
         values = [c.get("value") for c in question.get("choices") or () if is_mapping(c)]
         found += _choice(answer, values)
@@ -120,15 +112,15 @@ def _choice(answer: Mapping[str, Any], values: list[Any]) -> list[str]:
                 f"{[item.get('value') for item in listed]!r:.120}"
             )
         else:
-            numbers, problems = _distribution([item.get("probability") for item in listed])
+            numbers, problems = distribution(_probabilities(listed))
             found += problems
             shares = dict(zip(keys, numbers, strict=True)) if numbers is not None else None
     choice = answer.get("choice")
     if _typed(choice) not in [_typed(value) for value in values]:
         found.append(f"choice: expected one of the values (typed), got {brief(choice)}")
-    elif shares is not None and shares[_typed(choice)] < max(shares.values()) - TOLERANCE:
+    elif shares is not None and below_peak(shares, _typed(choice)):
         found.append(f"choice: expected the most probable value, got {choice!r}")
-    return found + _unit("confidence", answer.get("confidence"))
+    return found + unit("confidence", answer.get("confidence"))
 
 
 def _score(answer: Mapping[str, Any], labels: list[Any]) -> list[str]:
@@ -146,30 +138,15 @@ def _score(answer: Mapping[str, Any], labels: list[Any]) -> list[str]:
         named = [item.get("label") for item in listed]
         if named != labels:
             found.append(f"probabilities: expected the labels {labels!r:.120}, got {named!r:.120}")
-        shares, problems = _distribution([item.get("probability") for item in listed])
+        shares, problems = distribution(_probabilities(listed))
         found += problems
-    score = answer.get("score")
-    if not _number(score):
-        found.append(f"score: expected a number, got {brief(score)}")
-    elif shares is not None:
-        expected = sum(i * p for i, p in enumerate(shares))
-        if abs(score - expected) > TOLERANCE * max(1, len(labels)):
-            found.append(f"score: expected the expected level index {expected:.6g}, got {score!r}")
-    return found + _unit("confidence", answer.get("confidence"))
+    found += expectation(answer.get("score"), shares)
+    return found + unit("confidence", answer.get("confidence"))
 
 
-def _distribution(values: list[Any]) -> tuple[list[float] | None, list[str]]:
-    found = [
-        f"probabilities[{i}].probability: expected a number in [0, 1], got {brief(value)}"
-        for i, value in enumerate(values)
-        if not _unit_number(value)
-    ]
-    if found:
-        return None, found
-    total = sum(values)
-    if abs(total - 1.0) > TOLERANCE:
-        return None, [f"probabilities: expected a sum of 1, got {total!r}"]
-    return [float(value) for value in values], []
+def _probabilities(listed: list[Mapping[str, Any]]) -> list[tuple[str, object]]:
+    """Each listed probability, and where it sits."""
+    return [(f"probabilities[{i}].probability", item.get("probability")) for i, item in enumerate(listed)]
 
 
 def _usage(usage: object) -> list[str]:
@@ -178,7 +155,7 @@ def _usage(usage: object) -> list[str]:
     found = [
         f"usage.{name}: expected a non-negative integer, got {brief(usage.get(name))}"
         for name in ("input_tokens", "output_tokens", "total_tokens")
-        if not _count(usage.get(name))
+        if not count(usage.get(name))
     ]
     for details, names in (
         ("input_tokens_details", ("cached_tokens", "cache_write_tokens")),
@@ -191,7 +168,7 @@ def _usage(usage: object) -> list[str]:
         found += [
             f"usage.{details}.{name}: expected a non-negative integer, got {brief(part.get(name))}"
             for name in names
-            if not _count(part.get(name))
+            if not count(part.get(name))
         ]
     return found
 
@@ -199,19 +176,3 @@ def _usage(usage: object) -> list[str]:
 def _typed(value: object) -> tuple[bool, object]:
     """A choice value with its type: ``True`` and ``"true"`` (and 1) are different values."""
     return (isinstance(value, bool), value)
-
-
-def _count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _unit(name: str, value: object) -> list[str]:
-    return [] if _unit_number(value) else [f"{name}: expected a number in [0, 1], got {brief(value)}"]
-
-
-def _number(value: object) -> TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _unit_number(value: object) -> bool:
-    return _number(value) and -TOLERANCE <= value <= 1 + TOLERANCE

@@ -9,22 +9,19 @@ harness can grade a server with the same rules the client reads it by.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from jevper._wire import _read as r
+from jevper._wire._answers import below_peak, checked, distribution, expectation, unit
 from jevper._wire._read import brief, is_mapping
-from jevper._wire.errors import raise_embedded
 from jevper._wire.result import WireUsage
 from jevper._wire.surface import NativeSurfaceRecord
 
 SURFACE: Final = "systemone"
 ROUTE: Final = "systemone"
 RECORD = NativeSurfaceRecord(name=SURFACE, title="System One", route=ROUTE)
-#: How far a sum, an expectation or a peak may sit from exact: float noise, not a different answer.
-TOLERANCE = 1e-6
 
 
 @dataclass(frozen=True)
@@ -54,13 +51,9 @@ def read(
     Raises ProviderError for a 200 carrying an error, MalformedAnswerError naming what does not follow the
     API otherwise.
     """
-    r.mapping(SURFACE, "the body", body)
-    if "answers" not in body:
-        raise_embedded(SURFACE, body, model=model)
-    found = body_violations(body, questions)
-    if found:
-        chat_apis = "api='chat_completions', 'responses' or 'messages'"
-        raise r.violated(SURFACE, "answers that follow the System One API", found, chat_apis)
+    chat_apis = "api='chat_completions', 'responses' or 'messages'"
+    expected = "answers that follow the System One API"
+    checked(SURFACE, body, lambda got: body_violations(got, questions), expected, chat_apis, model=model)
     usage = body["usage"]
     answers = body["answers"]
     named = body.get("model")
@@ -122,7 +115,7 @@ def violations(answer: object, question: Mapping[str, Any]) -> list[str]:
     elif kind == "score":
         found += _score(answer, list(question.get("criteria") or ()))
     elif kind == "noul":
-        found += _unit("noul", answer.get("noul"))
+        found += unit("noul", answer.get("noul"))
     else:
         found.append(f"question type: expected 'choice', 'noul' or 'score', got {kind!r}")
     return found
@@ -133,22 +126,17 @@ def _choice(answer: Mapping[str, Any], options: list[str]) -> list[str]:
     choice = answer.get("choice")
     if choice not in options:
         found.append(f"choice: expected one of the options, got {brief(choice)}")
-    elif probabilities is not None and probabilities[choice] < max(probabilities.values()) - TOLERANCE:
+    elif probabilities is not None and below_peak(probabilities, choice):
         peak = max(probabilities, key=lambda option: probabilities[option])
         found.append(f"choice: expected the most probable option {peak!r}, got {choice!r}")
-    return found + _unit("confidence", answer.get("confidence"))
+    return found + unit("confidence", answer.get("confidence"))
 
 
 def _score(answer: Mapping[str, Any], levels: list[Any]) -> list[str]:
     keys = [str(i) for i in range(len(levels))]
     probabilities, found = _distribution(answer.get("probabilities"), keys)
-    score = answer.get("score")
-    if not isinstance(score, int | float) or not _number(score):
-        found.append(f"score: expected a number, got {brief(score)}")
-    elif probabilities is not None:
-        expected = sum(i * probabilities[key] for i, key in enumerate(keys))
-        if abs(score - expected) > TOLERANCE * max(1, len(levels)):
-            found.append(f"score: expected the expected level index {expected:.6g}, got {score!r}")
+    shares = None if probabilities is None else [probabilities[key] for key in keys]
+    found += expectation(answer.get("score"), shares)
     legend = answer.get("legend")
     if not is_mapping(legend):
         found.append(f"legend: expected an object of level index to level, got {brief(legend)}")
@@ -156,7 +144,7 @@ def _score(answer: Mapping[str, Any], levels: list[Any]) -> list[str]:
         named = dict(zip(keys, levels, strict=True))
         if dict(legend) != named:
             found.append(f"legend: expected {named!r:.160}, got {dict(legend)!r:.160}")
-    return found + _unit("confidence", answer.get("confidence"))
+    return found + unit("confidence", answer.get("confidence"))
 
 
 def _distribution(value: object, keys: Sequence[str]) -> tuple[dict[str, float] | None, list[str]]:
@@ -170,30 +158,5 @@ def _distribution(value: object, keys: Sequence[str]) -> tuple[dict[str, float] 
             f"probabilities: expected exactly the keys {list(keys)!r:.120}, "
             f"missing {missing!r:.80}, extra {extra!r:.80}"
         ]
-    found = [
-        f"probabilities[{k!r}]: expected a number in [0, 1], got {brief(value[k])}"
-        for k in keys
-        if not _unit_number(value[k])
-    ]
-    if found:
-        return None, found
-    total = sum(value[k] for k in keys)
-    if abs(total - 1.0) > TOLERANCE:
-        return None, [f"probabilities: expected a sum of 1, got {total!r}"]
-    return {k: float(value[k]) for k in keys}, []
-
-
-def _unit(name: str, value: object) -> list[str]:
-    return [] if _unit_number(value) else [f"{name}: expected a number in [0, 1], got {brief(value)}"]
-
-
-def _number(value: object) -> bool:
-    if type(value) is float:  # the common case first: a distribution is a dozen of these per answer
-        return math.isfinite(value)
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _unit_number(value: object) -> bool:
-    if type(value) is float or type(value) is int:  # NaN and infinities fail the comparison
-        return -TOLERANCE <= value <= 1 + TOLERANCE
-    return isinstance(value, int | float) and _number(value) and -TOLERANCE <= value <= 1 + TOLERANCE
+    numbers, found = distribution([(f"probabilities[{k!r}]", value[k]) for k in keys])
+    return (None if numbers is None else dict(zip(keys, numbers, strict=True))), found
