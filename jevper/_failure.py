@@ -21,6 +21,7 @@ import math
 import random
 import sys
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
@@ -33,6 +34,7 @@ __all__ = [
     "Failure",
     "connection_failure",
     "judge",
+    "redacted_url",
     "retry_after",
     "retry_delay",
     "server_failure",
@@ -195,3 +197,22 @@ def retry_after(error: BaseException) -> float | None:
     except (TypeError, ValueError, AttributeError):
         return None
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def redacted_url(url: str) -> str:
+    """``url`` as a message may name it: without the user name and password it may carry, and with the
+    value of each query parameter written as ``***`` (a key may travel there: ``?key=...``). Every message
+    built from a server's URL (the connection's failures, the pool's, the gateway's) names it so, at the
+    source, so that no failure quoted later (a 502 body, a log line) can carry a secret."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:  # not a URL urllib can split (a bad IPv6 host): only its scheme and host name
+        scheme, _, rest = url.partition("://")
+        host = rest.split("/", 1)[0].split("?", 1)[0].rpartition("@")[2]
+        return f"{scheme}://{host}/..." if rest else "(a URL that could not be read)"
+    host = parts.netloc.rpartition("@")[2]
+    query = "&".join(
+        f"{name}=***" if sep else "***"
+        for name, sep, _ in (pair.partition("=") for pair in parts.query.split("&") if pair)
+    )
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, query, ""))
