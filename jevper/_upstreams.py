@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -39,6 +40,10 @@ from jevper.async_client import AsyncSystemOneClient
 __all__ = ["Lease", "NoUpstreamError", "Upstream", "UpstreamStatus", "Upstreams", "blame", "server_failure"]
 
 T = TypeVar("T")
+
+#: Where a server's first failure in a row is said while calls wait for it (a script sees it on stderr
+#: through Python's last-resort handler when it configures no logging).
+logger = logging.getLogger("jevper.upstreams")
 
 #: How long a server that said 429 (or 503) without a Retry-After is left alone.
 DEFAULT_PAUSE_S = 1.0
@@ -328,11 +333,24 @@ class Upstreams:
             if now >= server.out_until:
                 if not server.failures:
                     server.failing_since = now
+                    self._say_waiting(server)
                 server.failures += 1
                 wait = min(self._cool_down * 2 ** (server.failures - 1), self._max_cool_down)
                 server.out_until = now + wait
         # A failure may leave no server to wait for: every waiter looks again.
         self._wake()
+
+    def _say_waiting(self, server: _Server) -> None:
+        """With patience, calls wait for a failing server rather than fail: said at once, not after it."""
+        if self._patience > 0:
+            logger.warning(
+                "%s: %s; calls wait up to %g s for it to answer (a restart) before they fail: if it is not "
+                "meant to be running, check its URL (a batch's --patience, BatchClassifier's patience=, "
+                "sets how long)",
+                server.spec.base_url,
+                server.last_error,
+                self._patience,
+            )
 
     def _wake(self, count: int | None = None) -> None:
         """Wake ``count`` waiters (None: every one), the longest waiting first, each to look again."""
