@@ -13,7 +13,7 @@ import jinja2
 from tabulate import tabulate
 
 from jevper._atomic import write_atomically
-from jevper.probe import diff, html, summary
+from jevper.probe import diff, html, stability_report, summary
 from jevper.probe.agreement import RULES
 from jevper.probe.catalogue import Catalogue, load_catalogue
 from jevper.probe.recording import Layout, ProbeResult, Recording
@@ -185,6 +185,10 @@ def generate(layout: Layout, catalogue: Catalogue | None = None) -> dict[Path, s
     if layout.docs_page is not None and layout.docs_page.exists():
         page = layout.docs_page.read_text(encoding="utf-8")
         files[layout.docs_page] = replace_generated(page, render_docs_tables(recordings, catalogue))
+    if layout.docs_page is not None and (layout.docs_page.parent / stability_report.PAGE).exists():
+        page_path = layout.docs_page.parent / stability_report.PAGE
+        table = stability_report.stability_table(recordings, catalogue)
+        files[page_path] = replace_generated(page_path.read_text(encoding="utf-8"), table)
     files[layout.reports_dir / "index.html"] = html.render_layout(layout, recordings, catalogue)
     files.update(diff.regenerate(layout))
     if layout.docs_page is not None:

@@ -12,7 +12,9 @@ from jevper.probe import reports
 from jevper.probe.cassettes import load_exchanges
 from jevper.probe.catalogue import load_catalogue
 from jevper.probe.cli import main
+from jevper.probe.compose import requests_for
 from jevper.probe.html import served
+from jevper.probe.presets import get_preset
 from jevper.probe.recording import Layout, Recording
 from jevper.probe.reports import DOCS_BEGIN, DOCS_END, generate, topic_table, unserved_columns
 from jevper.probe.session import replay
@@ -48,7 +50,9 @@ def test_every_cassette_holds_the_exchanges_its_probe_sends_and_no_credentials(r
     for probe in (CATALOGUE.get(result.id) for result in recording.probes):
         path = recording.cassette(probe.id)
         exchanges = load_exchanges(path)
-        assert len(exchanges) == (2 if probe.prime_with else 1), probe.id
+        # One exchange per request the probe sends: a primer and its own, or a stability probe's plan.
+        preset = get_preset(recording.server).with_overrides(model=recording.model)
+        assert len(exchanges) == len(requests_for(probe, CATALOGUE, preset)), probe.id
         text = path.read_text(encoding="utf-8").lower()
         for header in ("authorization", "x-api-key", "api-key:", "cookie"):
             assert header not in text, (probe.id, header)
