@@ -318,11 +318,13 @@ def _spelled(values: Sequence[str | bool]) -> list[str]:
 
 
 def _built(at: Path, make: Callable[[], Question]) -> Question:
-    """A question built by jevper's own rules; a refusal there (text that cannot be sent) is located."""
+    """A question built by jevper's own rules; a refusal there (text that cannot be sent) is located, down
+    to the instructions when they are what it names."""
     try:
         return make()
     except InvalidQuestionError as error:
-        raise invalid(at, "invalid_value", error.problem) from None
+        where = (*at, "instructions") if error.loc[:1] == ("instructions",) else at
+        raise invalid(where, "invalid_value", error.problem) from None
 
 
 def _instructions(at: Path, value: object, images: list[Path]) -> tuple[str, Any]:

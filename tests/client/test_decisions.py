@@ -9,6 +9,7 @@ import asyncio
 import copy
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import openai.types
@@ -102,6 +103,12 @@ def server() -> Iterator[FaultServer]:
 
 def client(url: str, **options: Any) -> SystemOneClient:
     return SystemOneClient(OpenAI(base_url=url, api_key="local", max_retries=0), model="m", **options)
+
+
+def test_the_decisions_api_is_one_package_with_no_module_of_it_beside_the_package() -> None:
+    package = Path(decision_request.__code__.co_filename).parents[1]
+    assert sorted(path.name for path in package.glob("*decision*")) == ["decisions"]
+    assert (package / "decisions" / "__init__.py").is_file()
 
 
 # ---- the request, mapped ---------------------------------------------------------------------------------
@@ -377,6 +384,12 @@ INVALID = [
             ]
         },
         "questions[0].levels[1].description",
+        "invalid_value",
+    ),
+    (
+        "instructions of empty text parts",
+        {"questions": [{"type": "predicate", "instructions": [{"type": "input_text", "text": " "}]}]},
+        "questions[0].instructions",
         "invalid_value",
     ),
     (
