@@ -7,6 +7,9 @@ and a calibration fit again, without asking anything.
 from __future__ import annotations
 
 import json
+import shutil
+import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,9 @@ from typing import Any
 from jevper._atomic import replacing, write_atomically
 from jevper.batch import BatchClassifier, Server
 from jevper.batch._files import Input, Writer
+from jevper.batch._local import Tally, progress_line, provenance
+from jevper.batch._provenance import record
+from jevper.batch._schema import Row
 from jevper.evaluate._fit import mean_prior
 from jevper.evaluate._labels import distributions_by_row, read_table
 from jevper.evaluate._metrics import Distribution
@@ -24,6 +30,9 @@ from jevper.questions import Choice, Question, as_question
 BATCH_ROWS = 256
 #: The content-free states of "Calibrate Before Use" (its empty one left out: a state must say something).
 CONTENT_FREE = ("N/A", "[MASK]")
+#: How often the progress is said: on a terminal, one line kept up to date; else a line at most this often.
+REDRAW_S, LINE_S = 0.25, 5.0
+PROG = "python -m jevper.evaluate"
 
 
 async def ask(
@@ -38,9 +47,12 @@ async def ask(
     method: str = "auto",
     option_orders: int = 1,
     requests: RequestCount | None = None,
+    server: Mapping[str, str | None] | None = None,
 ) -> Path:
     """Every row of ``labelled`` asked every question; the batch's output written to ``output`` (Parquet),
-    whole or not at all. ``requests`` counts the requests sent."""
+    whole or not at all, with its provenance (``server``: the kind and release the server stated).
+    ``requests`` counts the requests sent. The progress is said on stderr as the
+    batch says it (``Progress``)."""
     source = Input(labelled)
     checked = source.check(id_column)
     classifier = BatchClassifier(
@@ -53,19 +65,56 @@ async def ask(
         option_orders=option_orders,
     )
     schema = classifier.output_schema(checked.schema)
+    progress = Progress(f"asking {output.name}", checked.rows, classifier)
     try:
         with replacing(output) as temporary:
             writer = Writer(temporary, schema, "parquet")
             try:
                 for batch in source.batches(BATCH_ROWS):
-                    writer.write(await classifier.classify(batch))
+                    writer.write(await classifier.classify_rows(batch, on_row=progress.heard))
+                record(writer, output, provenance(classifier, server))
             finally:
                 writer.close()
     finally:
+        progress.close()
         await classifier.aclose()
         if requests is not None:
             requests.sent += classifier.requests_sent
     return output
+
+
+class Progress:
+    """The rows asked so far, said on stderr in the batch's words (rows done of all, rows/s, errors, each
+    server): on a terminal one line kept up to date, else a line every LINE_S seconds; and the last."""
+
+    def __init__(self, what: str, total: int | None, classifier: BatchClassifier) -> None:
+        self.what, self.classifier = what, classifier
+        self.tally = Tally(total=total or 0)
+        self.terminal = sys.stderr.isatty()
+        self.said = time.monotonic()
+
+    def heard(self, _at: int, row: Row) -> None:
+        self.tally.count(row)
+        self.tally.asked += 1
+        if time.monotonic() - self.said >= (REDRAW_S if self.terminal else LINE_S):
+            self._say()
+
+    def close(self) -> None:
+        self._say(last=True)
+
+    def _say(self, last: bool = False) -> None:
+        self.said = time.monotonic()
+        if self.classifier.upstreams is not None:
+            self.tally.servers = self.classifier.upstreams.status()
+        head = f"{PROG}: {self.what}: "
+        # A terminal's line is cut to its width; a log's is whole.
+        width = shutil.get_terminal_size((100, 20)).columns if self.terminal else 10_000
+        line = head + progress_line(self.tally, width - len(head))
+        if self.terminal:
+            sys.stderr.write("\r" + line + "\x1b[K" + ("\n" if last else ""))
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
 
 
 class RequestCount:

@@ -130,3 +130,16 @@ def test_rotations_with_no_choice_to_rotate_are_refused_before_any_request(
         capsys.readouterr().err
     )
     assert len(faults.log) == before
+
+
+def test_asking_says_its_progress_on_stderr_rows_done_of_all_and_the_rate(
+    tmp_path: Path, faults: FaultServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert main([*asking(faults), "--out", str(out), "--rotations"]) == 0
+    said = capsys.readouterr()
+    # Each file of answers asked has its line: the rows done of all, the rate, the errors, each server.
+    for name in ("answers.parquet", "answers.rotated-1.parquet", "answers.rotated-3.parquet"):
+        line = next(line for line in said.err.splitlines() if f"asking {name}: " in line)
+        assert "240/240 rows 100% | " in line and " rows/s | 0 errors | #1 " in line, line
+    assert "rows/s" not in said.out  # the figures stay on stdout alone
