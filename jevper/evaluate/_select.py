@@ -10,7 +10,7 @@ cross-validation chose on the other folds, fit on them.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from jevper.evaluate._fit import Calibrator, fit
@@ -44,14 +44,11 @@ def out_of_fold(
     content_free: Distribution | None = None,
 ) -> list[Distribution]:
     """Each row predicted by ``method`` fit on the folds that do not hold it."""
-    predicted: list[Distribution] = list(probabilities)
-    for held in folds(len(gold), k, seed):
-        inside = set(held)
-        train = [i for i in range(len(gold)) if i not in inside]
-        calibrator = fit(method, [probabilities[i] for i in train], [gold[i] for i in train], content_free)
-        for i in held:
-            predicted[i] = calibrator.apply(probabilities[i])
-    return predicted
+
+    def fitted(train_p: Sequence[Distribution], train_gold: Sequence[int]) -> tuple[Calibrator, str]:
+        return fit(method, train_p, train_gold, content_free), method
+
+    return _across_folds(probabilities, gold, k, seed, fitted)[0]
 
 
 def choose(
@@ -80,14 +77,30 @@ def held_out(
 ) -> tuple[list[Distribution], list[str]]:
     """Every row calibrated by what was chosen and fit without it: the predictions, and the method each
     outer fold chose."""
+
+    def fitted(train_p: Sequence[Distribution], train_gold: Sequence[int]) -> tuple[Calibrator, str]:
+        picked = choose(methods, train_p, train_gold, k, seed + 1, content_free)
+        return picked.calibrator, picked.method
+
+    return _across_folds(probabilities, gold, k, seed, fitted)
+
+
+def _across_folds(
+    probabilities: Sequence[Distribution],
+    gold: Sequence[int],
+    k: int,
+    seed: int,
+    fitted: Callable[[Sequence[Distribution], Sequence[int]], tuple[Calibrator, str]],
+) -> tuple[list[Distribution], list[str]]:
+    """The one fold loop: each fold's rows mapped by what ``fitted`` makes of the other folds' rows; the
+    predictions, and the name of what each fold's map was."""
     predicted: list[Distribution] = list(probabilities)
-    chosen: list[str] = []
+    names: list[str] = []
     for held in folds(len(gold), k, seed):
         inside = set(held)
         train = [i for i in range(len(gold)) if i not in inside]
-        train_p, train_gold = [probabilities[i] for i in train], [gold[i] for i in train]
-        picked = choose(methods, train_p, train_gold, k, seed + 1, content_free)
-        chosen.append(picked.method)
+        calibrator, name = fitted([probabilities[i] for i in train], [gold[i] for i in train])
+        names.append(name)
         for i in held:
-            predicted[i] = picked.calibrator.apply(probabilities[i])
-    return predicted, chosen
+            predicted[i] = calibrator.apply(probabilities[i])
+    return predicted, names
