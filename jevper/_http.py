@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import contextvars
 import json
+import re
 import ssl
 import time
+import urllib.parse
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass
@@ -38,6 +40,7 @@ from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
 from jevper import ConfigError
+from jevper._failure import redacted_url
 
 #: The most of an error's body that is read: its message is quoted from its start. (An answer's body is
 #: bounded by the client, as an SDK's is.)
@@ -94,14 +97,39 @@ class ReadTimeoutError(TimeoutError):
 
 
 def check_api_key(base_url: str, api_key: str | None) -> None:
-    """Refuse a key that cannot travel as an HTTP header, naming it but never quoting it."""
+    """Refuse a key that cannot travel as an HTTP header, or that comes with credentials in the URL
+    (both would be the Authorization header), naming them but never quoting either."""
+    if api_key and has_credentials(base_url):
+        raise ConfigError(
+            f"server {redacted_url(base_url)}: expected the credentials in the URL (user:password@, sent "
+            "as basic auth) or an API key (sent as a bearer token), got both; give one of them"
+        )
     if api_key is None or (api_key.isascii() and api_key.isprintable()):
         return
     raise ConfigError(
-        f"server {base_url}: expected an api_key of printable ASCII characters (it travels in the "
-        "Authorization header), got one with a line break, a control or a non-ASCII character; strip "
-        "the key where it is read (a file's trailing newline?)"
+        f"server {redacted_url(base_url)}: expected an api_key of printable ASCII characters (it travels "
+        "in the Authorization header), got one with a line break, a control or a non-ASCII character; "
+        "strip the key where it is read (a file's trailing newline?)"
     )
+
+
+def has_credentials(url: str) -> bool:
+    """Whether ``url`` carries a user name or password (``http://user:password@host/v1``)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return False
+    return parts.username is not None or parts.password is not None
+
+
+def joined(base_url: str, route: str) -> str:
+    """``route`` after the path of ``base_url`` and before its query string: ``http://h/v1?api-version=x``
+    and ``/chat/completions`` make ``http://h/v1/chat/completions?api-version=x``."""
+    root, mark, query = base_url.partition("?")
+    root = root.rstrip("/")
+    if not mark:
+        return root + route
+    return f"{root}{route}{'&' if '?' in route else '?'}{query}"
 
 
 class _Connector(aiohttp.TCPConnector):
@@ -137,6 +165,8 @@ class HTTPClient:
         check_api_key(base_url, api_key)
         self._observer = observer
         self.base_url = base_url.rstrip("/")
+        #: Each route's URL, and the URL as messages name it (jevper._failure.redacted_url).
+        self._urls: dict[str, tuple[str, str]] = {}
         self.api_key = api_key
         self._headers = {"content-type": "application/json", "accept": "application/json"}
         self._headers["user-agent"] = user_agent
@@ -185,7 +215,7 @@ class HTTPClient:
     ) -> Response:
         """The response to one request, its body unread; an error status raises ``StatusError``."""
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
-        url = self.base_url + path
+        url, shown = self._url(path)
         session = self._open()
         waits = self._timeout(timeout)
         headers = self._headers
@@ -209,21 +239,21 @@ class HTTPClient:
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
                 # A kept connection that the server closed as the request went out is asked once more on
                 # a new one; a new connection closed without an answer is the server's failure.
-                failed = failure(exc, method, url, timeout)
-                self._observe(method, url, started, None, failed)
+                failed = failure(exc, method, shown, timeout)
+                self._observe(method, shown, started, None, failed)
                 if last or not _KEPT.get() or isinstance(exc, aiohttp.ClientConnectorError):
                     raise failed from exc
                 continue
             except aiohttp.ClientError as exc:
-                failed = failure(exc, method, url, timeout)
-                self._observe(method, url, started, None, failed)
+                failed = failure(exc, method, shown, timeout)
+                self._observe(method, shown, started, None, failed)
                 raise failed from exc
-            self._observe(method, url, started, answer.status, None)
+            self._observe(method, shown, started, answer.status, None)
             break
         coding = answer.headers.get("content-encoding")
         if coding is not None:
-            _check_coding(answer, coding, f"{method} {url}")
-        response = Response(answer, method, url, timeout)
+            _check_coding(answer, coding, f"{method} {shown}")
+        response = Response(answer, method, shown, timeout)
         if answer.status >= 400:
             try:
                 content = await _bounded(response)
@@ -231,6 +261,14 @@ class HTTPClient:
                 response.close()
             raise StatusError(answer.status, ErrorResponse(answer.headers, content))
         return response
+
+    def _url(self, path: str) -> tuple[str, str]:
+        """The URL of ``path`` on this server, and that URL without its credentials and query values."""
+        found = self._urls.get(path)
+        if found is None:
+            url = joined(self.base_url, path)
+            found = self._urls[path] = (url, redacted_url(url))
+        return found
 
     def _observe(
         self, method: str, url: str, started: float, status: int | None, error: BaseException | None
@@ -279,7 +317,9 @@ def environment_proxy(url: str) -> tuple[URL | None, dict[str, str] | None]:
 
 
 def failure(exc: aiohttp.ClientError, method: str, url: str, timeout: float | None) -> Exception:
-    """aiohttp's error as one jevper._transport tells apart (by its class): unreachable, or a timeout."""
+    """aiohttp's error as one jevper._transport tells apart (by its class): unreachable, or a timeout.
+    ``url`` is the request's as messages name it (redacted); aiohttp's own words are quoted only where they
+    cannot hold the URL."""
     where = f"{method} {url}"
     after = "" if timeout is None else f" within {timeout:g} s"
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
@@ -294,7 +334,14 @@ def failure(exc: aiohttp.ClientError, method: str, url: str, timeout: float | No
         )
     if isinstance(exc, aiohttp.ClientResponseError):  # the answer's head was past aiohttp's parser or bounds
         return ServerUnreachableError(f"{where}: the server's answer could not be read: {exc.message}")
-    return ServerUnreachableError(f"{where}: {exc or type(exc).__name__}")
+    if isinstance(exc, aiohttp.InvalidURL):  # its words are the URL itself
+        return ServerUnreachableError(f"{where}: expected a URL aiohttp can send to ({type(exc).__name__})")
+    said = _USERINFO.sub("//", str(exc)) or type(exc).__name__
+    return ServerUnreachableError(f"{where}: {said}")
+
+
+#: A URL's user name and password, as another library's message may quote them.
+_USERINFO = re.compile(r"//[^/@\s]+@")
 
 
 def _check_coding(answer: aiohttp.ClientResponse, coding: str, where: str) -> None:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
 from jevper._errors import ConfigError, ProviderError
-from jevper._failure import Failure, judge, server_failure
+from jevper._failure import Failure, judge, redacted_url, server_failure
 from jevper.async_client import AsyncSystemOneClient
 
 __all__ = ["Lease", "NoUpstreamError", "Upstream", "UpstreamStatus", "Upstreams", "blame", "server_failure"]
@@ -61,15 +61,21 @@ class Upstream:
 
     def __post_init__(self) -> None:
         if not isinstance(self.base_url, str) or not self.base_url.startswith(("http://", "https://")):
+            got = repr(redacted_url(self.base_url)) if isinstance(self.base_url, str) else repr(self.base_url)
             raise ConfigError(
-                f"server base_url: expected an http:// or https:// URL ending in /v1, got {self.base_url!r}"
+                f"server base_url: expected an http:// or https:// URL ending in /v1, got {got}"
             )
         if not isinstance(self.model, str) or not self.model:
-            raise ConfigError(f"server {self.base_url}: expected the model id it serves, got {self.model!r}")
+            raise ConfigError(f"server {self.shown}: expected the model id it serves, got {self.model!r}")
         if isinstance(self.slots, bool) or not isinstance(self.slots, int) or self.slots < 1:
             raise ConfigError(
-                f"server {self.base_url}: expected slots to be an integer of at least 1, got {self.slots!r}"
+                f"server {self.shown}: expected slots to be an integer of at least 1, got {self.slots!r}"
             )
+
+    @property
+    def shown(self) -> str:
+        """The base URL as every message names it: without credentials or query values."""
+        return redacted_url(self.base_url)
 
 
 class NoUpstreamError(ProviderError):
@@ -378,7 +384,7 @@ class Upstreams:
             and now - s.failing_since >= self._patience
             for s in self._servers
         ):
-            said = "; ".join(f"{s.spec.base_url}: {s.last_error}" for s in self._servers)
+            said = "; ".join(f"{s.spec.shown}: {s.last_error}" for s in self._servers)
             raise NoUpstreamError(
                 f"expected one of {len(self._servers)} server(s) to answer, got {self._give_up_after} "
                 f"failures in a row from each: {said}; check that the servers run and their URLs",

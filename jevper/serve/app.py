@@ -41,7 +41,7 @@ from jevper import (
     ProviderError,
     __version__,
 )
-from jevper._http import HTTPClient
+from jevper._http import HTTPClient, joined
 from jevper._upstreams import NoUpstreamError, Upstream, Upstreams, server_failure
 from jevper.decisions import DecisionResponse
 from jevper.models import SystemOneResponse, sdk_for
@@ -63,11 +63,13 @@ log = logging.getLogger("jevper.serve")
 T = TypeVar("T")
 
 
-def upstream_client(config: GatewayConfig, metrics: Metrics | None = None) -> AsyncSystemOneClient:
+def upstream_client(
+    config: GatewayConfig, metrics: Metrics | None = None, label: str = "0"
+) -> AsyncSystemOneClient:
     """The async client over the upstream: jevper's own connection for an OpenAI-style one (the openai
     SDK's work per request was most of the gateway's own cost: scripts/bench gateway), the anthropic SDK
-    for Messages; each request it sends timed and counted per upstream."""
-    observer = UpstreamObserver(shown(config.upstream), metrics or Metrics())
+    for Messages; each request it sends timed and counted under the upstream's ``label``."""
+    observer = UpstreamObserver(label, metrics or Metrics())
     sdk: object
     if sdk_for(config.api) == "anthropic":
         from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
@@ -94,10 +96,12 @@ def upstream_client(config: GatewayConfig, metrics: Metrics | None = None) -> As
     )
 
 
-def checked_client(config: GatewayConfig, metrics: Metrics | None = None) -> AsyncSystemOneClient:
+def checked_client(
+    config: GatewayConfig, metrics: Metrics | None = None, label: str = "0"
+) -> AsyncSystemOneClient:
     """The upstream client, or a ConfigError naming the flag whose value the client refuses."""
     try:
-        return upstream_client(config, metrics)
+        return upstream_client(config, metrics, label)
     except (InvalidQuestionError, CalibrationMismatchError) as refused:
         raise ConfigError(flagged(str(refused))) from None
 
@@ -111,11 +115,15 @@ class Gateway:
         self._models: dict[int, str] = {}  # id(client) -> the model it asks
         self._shown: dict[int, str] = {}  # id(client) -> its upstream's URL as logged (no credentials)
 
+        urls = [url for url, _ in config.upstreams]
+
         def connect(spec: Upstream) -> AsyncSystemOneClient:
             if client is not None and spec.base_url == config.upstream:
                 made = client
             else:
-                made = checked_client(self._one(spec), self.metrics)
+                # The metrics name an upstream by its position: /metrics asks no key, and a URL may carry
+                # a private host or a secret.
+                made = checked_client(self._one(spec), self.metrics, str(urls.index(spec.base_url)))
             self._models[id(made)] = spec.model
             self._shown[id(made)] = shown(spec.base_url)
             return made
@@ -152,7 +160,7 @@ class Gateway:
                 await asyncio.sleep(self.config.recheck_s)
                 for spec in self.pool.failing():
                     try:
-                        answered = await http.get(f"{spec.base_url}/models")
+                        answered = await http.get(joined(spec.base_url, "/models"))
                     except httpx.HTTPError:
                         continue
                     if answered.status_code < 500:
@@ -266,12 +274,6 @@ class Gateway:
                 for status, spec in zip(statuses, self._specs(), strict=True)
             ]
         return JSONResponse(body, status_code=200 if serving else 503)
-
-    def _redacted(self, text: str) -> str:
-        """``text`` with every upstream's URL as logged (without its credentials)."""
-        for url, _ in self.config.upstreams:
-            text = text.replace(url, shown(url))
-        return text
 
     def _specs(self) -> list[Upstream]:
         return [Upstream(url, model, slots=self.config.pool) for url, model in self.config.upstreams]
@@ -418,7 +420,7 @@ class Gateway:
             attempts = len(self.config.upstreams) + (2 if len(self.config.upstreams) > 1 else 0)
             return await self.pool.ask(on, attempts=attempts)
         except NoUpstreamError as none:
-            log.warning("no upstream in: %s", self._redacted(str(none)))
+            log.warning("no upstream in: %s", none)
             count = len(self.config.upstreams)
             which = "the upstream" if count == 1 else f"any of the {count} upstreams"
             return envelope.error(

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from jevper._failure import redacted_url
 from jevper._wire import PROMPT_SURFACES
 from jevper.calibration import Calibration
 from jevper.serve.config import DEFAULT_PORT, ConfigError, GatewayConfig
@@ -144,9 +145,10 @@ def _upstreams(args: argparse.Namespace) -> list[tuple[str, str]]:
     found = []
     for url, model in args.upstream:
         if not (model or args.model):
+            named = redacted_url(url)
             raise SystemExit(
-                f"python -m jevper.serve: --upstream {url}: expected a model, got none; write "
-                f"--upstream {url}=MODEL, or give --model for every upstream that names none"
+                f"python -m jevper.serve: --upstream {named}: expected a model, got none; write "
+                f"--upstream {named}=MODEL, or give --model for every upstream that names none"
             )
         found.append((url, model or args.model))
     return found
@@ -272,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     with listening, _upstream(args, checked) as (upstream, model):
         config = replace(checked, upstream=upstream, model=model)
-        behind = ", ".join(f"{m} at {u}" for u, m in config.upstreams)
+        behind = ", ".join(f"{m} at {redacted_url(u)}" for u, m in config.upstreams)
         print(
             f"jevper.serve: POST http://{args.host}:{args.port}/v1/systemone and /v1/decisions -> {behind} "
             f"({args.api}, concurrency {args.concurrency} each, {len(keys)} key(s))",

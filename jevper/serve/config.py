@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jevper._errors import ConfigError as ConfigError  # re-exported for the gateway's modules
+from jevper._failure import redacted_url
+from jevper._http import has_credentials
 from jevper._wire import PROMPT_RECORDS, prompt_record
 from jevper.calibration import Calibration
 
@@ -92,8 +94,16 @@ class GatewayConfig:
         repeated = sorted({url for url in urls if urls.count(url) > 1})
         if repeated:
             raise ConfigError(
-                f"--upstream: expected each upstream once, got {', '.join(repeated)} more than once; "
+                f"--upstream: expected each upstream once, got {', '.join(map(redacted_url, repeated))} more "
+                "than once; "
                 "give a server's URL once and its slot count with --concurrency"
+            )
+        signed = [url for url in urls if has_credentials(url)]
+        if signed and self.upstream_api_key:
+            raise ConfigError(
+                f"--upstream {redacted_url(signed[0])} --upstream-api-key: expected the credentials in the "
+                "upstream's URL (user:password@, sent as basic auth) or an upstream key (--upstream-api-key "
+                "or $JEVPER_UPSTREAM_API_KEY, sent as a bearer token), got both; give one of them"
             )
         surface = prompt_record(self.api) if self.api in PROMPT_RECORDS else None
         if surface is not None and not surface.logprobs and self.method in LOGPROB_METHODS:

@@ -13,7 +13,6 @@ import contextvars
 import logging
 import re
 import time
-import urllib.parse
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -22,6 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from jevper._failure import redacted_url
 from jevper.decisions import DecisionResponse
 from jevper.models import SystemOneResponse
 
@@ -159,12 +159,9 @@ def escaped(text: str) -> str:
 
 
 def shown(url: str) -> str:
-    """A URL as the gateway logs and labels it: without the user name and password it may carry."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urllib.parse.urlunsplit(parts._replace(netloc=host))
+    """A URL as the gateway logs it: without the user name and password it may carry, nor the values of
+    its query string (``jevper._failure.redacted_url``)."""
+    return redacted_url(url)
 
 
 def _header(scope: Scope, name: str) -> str | None:
@@ -177,7 +174,10 @@ def _header(scope: Scope, name: str) -> str | None:
 
 class UpstreamObserver:
     """Times and counts each request sent to one upstream, and sends the caller's request id on (what
-    jevper._http's client and the SDK's HTTP client, through ``observed_http_client``, report to it)."""
+    jevper._http's client and the SDK's HTTP client, through ``observed_http_client``, report to it).
+
+    Its series are labelled ``upstream`` with the upstream's position among the gateway's (``"0"`` for
+    the first), never its URL: /metrics asks no key, and a URL may name a private host or carry a secret."""
 
     def __init__(self, upstream: str, metrics: Metrics) -> None:
         self.upstream = upstream
