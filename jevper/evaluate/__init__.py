@@ -1,4 +1,4 @@
-"""`jevper.evaluate`: how often the answers are right, whether their confidence means what it says, and a
+"""`jevper.evaluate`: how often the answers are right, whether their top probability means what it says, and a
 calibration that makes it.
 
 ``evaluate_files`` (and ``python -m jevper.evaluate``) scores a batch's answers against a labelled table;

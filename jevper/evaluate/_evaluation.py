@@ -29,22 +29,24 @@ from jevper.evaluate._metrics import (
 from jevper.evaluate._position import PositionBias
 from jevper.evaluate._select import DEFAULT_FOLDS, DEFAULT_SEED, Selection, choose, held_out
 
-VERSION = 1
+#: 2: the bins' mean is ``top_probability`` (version 1 named it ``confidence``, the APIs' other figure).
+VERSION = 2
 KIND = "jevper.metrics"
 DEFAULT_TARGET = 0.9
 #: What each figure means, written into metrics.json beside the figures.
 DEFINITIONS = {
-    "confidence": "the top probability of a row's distribution (not the System One API's rescaled "
-    "confidence); the predicted option is the most probable, the first of equal ones",
+    "top_probability": "the top probability of a row's distribution, which the bins and thresholds are "
+    "of (not the System One API's confidence, which rescales it); the predicted option is the most "
+    "probable, the first of equal ones",
     "ece": f"top-label expected calibration error over {ECE_BINS} bins: the row-weighted mean of "
-    "|accuracy - mean confidence| per bin; equal_width bins have edges at i/15, equal_mass bins at the "
-    "quantiles of the confidences (linear between order statistics); a bin holds (lower, upper], the "
+    "|accuracy - mean top probability| per bin; equal_width bins have edges at i/15, equal_mass bins at the "
+    "quantiles of the top probabilities (linear between order statistics); a bin holds (lower, upper], the "
     "first also its lower edge",
     "brier": "multi-class Brier score (Brier 1950): the mean over rows of the sum over options of "
     "(p - 1[gold])^2, 0 to 2; a yes/no question's is twice the binary (p_true - y)^2",
     "nll": "mean negative log-likelihood of the gold option in nats, its probability floored at 1e-12",
     "expected_level_mae": "a score's mean |expected level - gold level|, levels as indices",
-    "selective": "at each confidence threshold, the share of rows whose confidence is at least it "
+    "selective": "at each threshold, the share of rows whose top probability is at least it "
     "(coverage) and their accuracy; reached: the smallest threshold whose rows reach the target accuracy",
     "position_bias": "the rows asked again with a choice's options rotated: changed is the share of "
     "rotated answers that differ from the row's answer in the original order, rows_changed the share of "

@@ -1,8 +1,9 @@
 """The figures of one question, from each row's distribution over the options and its gold option.
 
 A distribution is a tuple of probabilities in the question's option order; gold is an option's index.
-The predicted option is the most probable (the first of equal ones, as the answer's ``choice``), and
-the confidence is that top probability (not the System One API's rescaled ``confidence``).
+The predicted option is the most probable (the first of equal ones, as the answer's ``choice``); the
+figures bin and threshold its top probability (``_distribution.top_probability``), not the System One
+API's ``confidence``, which rescales it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from jevper._distribution import top_probability
 from jevper.calibration import FLOOR as FLOOR  # re-exported for the evaluation's modules
 from jevper.calibration import Distribution as Distribution
 
@@ -23,10 +25,6 @@ Binning = Literal["equal_width", "equal_mass"]
 def predicted(p: Distribution) -> int:
     """The most probable option's index; the first of equal ones."""
     return max(range(len(p)), key=lambda i: (p[i], -i))
-
-
-def confidence(p: Distribution) -> float:
-    return max(p)
 
 
 def correct(probabilities: Sequence[Distribution], gold: Sequence[int]) -> list[bool]:
@@ -63,20 +61,20 @@ def expected_level_mae(probabilities: Sequence[Distribution], gold: Sequence[int
 
 @dataclass(frozen=True)
 class Bin:
-    """One confidence bin: its edges (``lower`` excluded, ``upper`` included; the first holds 0), its
-    rows, their mean confidence and their accuracy (None when empty)."""
+    """One bin of top probabilities: its edges (``lower`` excluded, ``upper`` included; the first holds
+    0), its rows, their mean top probability and their accuracy (None when empty)."""
 
     lower: float
     upper: float
     count: int
-    confidence: float | None
+    top_probability: float | None
     accuracy: float | None
 
 
 @dataclass(frozen=True)
 class Reliability:
     """Top-label calibration: the bins, how they were cut, and the expected calibration error (the
-    row-weighted mean of |accuracy - confidence| over the bins)."""
+    row-weighted mean of |accuracy - top probability| over the bins)."""
 
     binning: Binning
     bins: tuple[Bin, ...]
@@ -88,10 +86,10 @@ def equal_width_edges(bins: int = ECE_BINS) -> list[float]:
     return [i * step for i in range(bins)] + [1.0]
 
 
-def equal_mass_edges(confidences: Sequence[float], bins: int = ECE_BINS) -> list[float]:
-    """Edges at the quantiles of the confidences (linear between order statistics), so each bin holds
-    about as many rows; equal confidences may leave some bins empty."""
-    ordered = sorted(confidences)
+def equal_mass_edges(tops: Sequence[float], bins: int = ECE_BINS) -> list[float]:
+    """Edges at the quantiles of the top probabilities (linear between order statistics), so each bin
+    holds about as many rows; equal top probabilities may leave some bins empty."""
+    ordered = sorted(tops)
     return [_quantile(ordered, i / bins) for i in range(bins)] + [ordered[-1]]
 
 
@@ -109,39 +107,39 @@ def reliability(
     probabilities: Sequence[Distribution], gold: Sequence[int], binning: Binning = "equal_width"
 ) -> Reliability:
     """The reliability bins of the top label: each row falls in the bin whose upper edge is the first
-    at or above its confidence."""
-    confidences = [confidence(p) for p in probabilities]
+    at or above its top probability."""
+    tops = [top_probability(p) for p in probabilities]
     hits = correct(probabilities, gold)
-    if not confidences:
+    if not tops:
         return Reliability(binning, (), math.nan)
-    edges = equal_width_edges() if binning == "equal_width" else equal_mass_edges(confidences)
+    edges = equal_width_edges() if binning == "equal_width" else equal_mass_edges(tops)
     inner = edges[1:-1]
     counts = [0] * (len(edges) - 1)
-    conf_sums = [0.0] * len(counts)
+    top_sums = [0.0] * len(counts)
     hit_sums = [0] * len(counts)
-    for c, hit in zip(confidences, hits, strict=True):
-        at = bisect_left(inner, c)
+    for top, hit in zip(tops, hits, strict=True):
+        at = bisect_left(inner, top)
         counts[at] += 1
-        conf_sums[at] += c
+        top_sums[at] += top
         hit_sums[at] += hit
     bins = tuple(
         Bin(
             edges[i],
             edges[i + 1],
             counts[i],
-            conf_sums[i] / counts[i] if counts[i] else None,
+            top_sums[i] / counts[i] if counts[i] else None,
             hit_sums[i] / counts[i] if counts[i] else None,
         )
         for i in range(len(counts))
     )
-    n = len(confidences)
-    ece = sum(abs(hit_sums[i] - conf_sums[i]) / n for i in range(len(counts)))
+    n = len(tops)
+    ece = sum(abs(hit_sums[i] - top_sums[i]) / n for i in range(len(counts)))
     return Reliability(binning, bins, ece)
 
 
 @dataclass(frozen=True)
 class Point:
-    """Rows whose confidence is at least ``threshold``: the share of rows kept and their accuracy."""
+    """Rows whose top probability is at least ``threshold``: the share of rows kept and their accuracy."""
 
     threshold: float
     coverage: float
@@ -150,7 +148,7 @@ class Point:
 
 @dataclass(frozen=True)
 class Selective:
-    """Selective accuracy: the curve at thresholds 0, 0.01, ..., 1, and the smallest confidence threshold
+    """Selective accuracy: the curve at thresholds 0, 0.01, ..., 1, and the smallest threshold
     at which the rows kept reach ``target`` accuracy (None when no threshold does)."""
 
     target: float
@@ -159,12 +157,12 @@ class Selective:
 
 
 def selective(probabilities: Sequence[Distribution], gold: Sequence[int], target: float = 0.9) -> Selective:
-    confidences = [confidence(p) for p in probabilities]
+    tops = [top_probability(p) for p in probabilities]
     hits = correct(probabilities, gold)
-    n = len(confidences)
-    # Rows by confidence, highest first: the rows kept at a threshold are a prefix of them.
-    order = sorted(range(n), key=lambda i: -confidences[i])
-    ranked = [confidences[i] for i in order]
+    n = len(tops)
+    # Rows by top probability, highest first: the rows kept at a threshold are a prefix of them.
+    order = sorted(range(n), key=lambda i: -tops[i])
+    ranked = [tops[i] for i in order]
     right = [0]
     for i in order:
         right.append(right[-1] + hits[i])
@@ -172,14 +170,15 @@ def selective(probabilities: Sequence[Distribution], gold: Sequence[int], target
     def kept(count: int, threshold: float) -> Point:
         return Point(threshold, count / n if n else 0.0, right[count] / count if count else None)
 
-    # With the confidences negated and ascending, the rows at or above t are those before -t's upper end.
+    # With the top probabilities negated and ascending, the rows at or above t are those before -t's
+    # upper end.
     negated = [-c for c in ranked]
     curve = tuple(kept(bisect_right(negated, -step / 100), step / 100) for step in range(101))
     reached = None
-    # Each distinct confidence is a threshold; the lowest at which the rows kept reach the target wins.
+    # Each distinct top probability is a threshold; the lowest at which the rows kept reach the target wins.
     for count in range(n, 0, -1):
         if count < n and ranked[count] == ranked[count - 1]:
-            continue  # not the end of a run of equal confidences
+            continue  # not the end of a run of equal top probabilities
         if right[count] / count >= target:
             reached = kept(count, ranked[count - 1])
             break

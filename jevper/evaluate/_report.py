@@ -1,7 +1,7 @@
 """``report.html``: one self-contained page (inline SVG and CSS, nothing fetched) built from metrics.json.
 
 Per question: its figures before and after calibration, a reliability diagram (the equal-width bins'
-accuracy against confidence, each bar labelled with its row count; the held-out calibrated bins as
+accuracy against top probability, each bar labelled with its row count; the held-out calibrated bins as
 points) and the coverage-accuracy curve of selective answering.
 """
 
@@ -138,7 +138,7 @@ def _svg(kind: str, label: str, legend: str, parts: Sequence[str]) -> str:
 
 
 def _reliability_svg(qid: str, before: Mapping[str, Any], after: Mapping[str, Any] | None) -> str:
-    parts = _frame("confidence", "accuracy")
+    parts = _frame("top probability", "accuracy")
     parts.append(f'<line class="ideal" x1="{_x(0)}" y1="{_y(0)}" x2="{_x(1)}" y2="{_y(1)}"/>')
     for b in before["ece"]["equal_width"]["bins"]:
         if not b["count"]:
@@ -146,16 +146,17 @@ def _reliability_svg(qid: str, before: Mapping[str, Any], after: Mapping[str, An
         left, right, top = _x(b["lower"]), _x(b["upper"]), _y(b["accuracy"])
         parts.append(
             f'<rect class="before" x="{left}" y="{top}" width="{round(right - left, 1)}" '
-            f'height="{round(_y(0) - top, 1)}"><title>{b["count"]} rows, confidence '
-            f"{b['confidence']:.3f}, accuracy {b['accuracy']:.3f}</title></rect>"
+            f'height="{round(_y(0) - top, 1)}"><title>{b["count"]} rows, top probability '
+            f"{b['top_probability']:.3f}, accuracy {b['accuracy']:.3f}</title></rect>"
         )
         parts.append(f'<text x="{left}" y="{top - 3}">{b["count"]}</text>')
     if after:
         for b in after["ece"]["equal_width"]["bins"]:
             if b["count"]:
                 parts.append(
-                    f'<circle class="after" cx="{_x(b["confidence"])}" cy="{_y(b["accuracy"])}" r="4">'
-                    f"<title>after: {b['count']} rows, confidence {b['confidence']:.3f}, accuracy "
+                    f'<circle class="after" cx="{_x(b["top_probability"])}" cy="{_y(b["accuracy"])}" r="4">'
+                    f"<title>after: {b['count']} rows, top probability "
+                    f"{b['top_probability']:.3f}, accuracy "
                     f"{b['accuracy']:.3f}</title></circle>"
                 )
     legend = "bars: before, rows above each" + ("; points: after, held out" if after else "")

@@ -44,12 +44,16 @@ def test_fit_writes_every_figure_held_out_and_a_calibration_bound_to_the_answers
     out = tmp_path / "out"
     assert run(TICKETS, answered(tmp_path, ".csv"), out, "--fit", *BINDING) == 0
     found = metrics(out)
-    assert (found["kind"], found["version"], found["calibrated"]) == ("jevper.metrics", 1, True)
+    assert (found["kind"], found["version"], found["calibrated"]) == ("jevper.metrics", 2, True)
+    # The figure binned is named for what it is, not for the APIs' rescaled confidence.
+    assert "top_probability" in found["definitions"] and "confidence" not in found["definitions"]
     assert list(found["questions"]) == ["team", "angry", "urgency"]
     for qid, q in found["questions"].items():
         assert q["before"]["n"] == q["after"]["n"] == 240, qid
         assert set(q["before"]["ece"]) == {"equal_width", "equal_mass"}
         assert q["before"]["ece"]["equal_width"]["bins_count"] == 15
+        filled = [b for b in q["before"]["ece"]["equal_width"]["bins"] if b["count"]]
+        assert all(b["lower"] <= b["top_probability"] <= b["upper"] for b in filled), qid
         assert q["calibration"]["method"] in q["calibration"]["held_out_nll"]
         # The model is overconfident by construction: calibration lowers the held-out NLL and ECE.
         assert q["after"]["nll"] < q["before"]["nll"], qid
