@@ -22,6 +22,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import httpx
 from starlette.applications import Starlette
@@ -492,9 +493,16 @@ CALIBRATED_HEADER = "x-jevper-calibrated"
 
 def calibrated_header(answered: SystemOneResponse | DecisionResponse) -> dict[str, str]:
     """The answer says it was calibrated, in a header: neither API's body has a field for it (a Decisions
-    question is calibrated under its name)."""
+    question is calibrated under its name). Each id is percent-encoded as UTF-8 (``紧急`` is
+    ``%E7%B4%A7%E6%80%A5``): a header carries Latin-1 only, and an id may hold ``=``, ``,`` or a space."""
     methods = answered.debug.get("calibration", {}).get("calibrated", {})
-    return {CALIBRATED_HEADER: ", ".join(f"{qid}={m}" for qid, m in methods.items())} if methods else {}
+    if not methods:
+        return {}
+    return {
+        CALIBRATED_HEADER: ", ".join(
+            f"{quote(qid, safe='')}={quote(m, safe='')}" for qid, m in methods.items()
+        )
+    }
 
 
 async def _no_route(request: Request, exc: Exception) -> Response:

@@ -129,3 +129,53 @@ def test_a_calibration_for_another_model_is_refused_before_anything_starts(
         parser().parse_args(["--spawn", "--api", "chat_completions", "--calibration", str(path)])
     )
     assert config.calibration == CALIBRATION and config.calibration.source == str(path)
+
+
+#: Question ids outside Latin-1, and one holding what separates the header's items.
+ODD_IDS = ("紧急", "a=b, c")
+#: The header for them: each id percent-encoded (UTF-8), as a client reads it back with urllib's unquote.
+ODD_HEADER = "%E7%B4%A7%E6%80%A5=temperature, a%3Db%2C%20c=temperature"
+
+
+def calibrated_as(questions: dict[str, Any], digest: str | None) -> Calibration:
+    topic = CALIBRATION.questions["topic"]
+    calibration = dataclasses.replace(
+        CALIBRATION,
+        questions={qid: topic for qid in questions},
+        bound_to=dataclasses.replace(BOUND, prompt_digest=digest),
+    )
+    return calibration.with_layouts(questions)
+
+
+def read_back(header: str) -> list[tuple[str, str]]:
+    from urllib.parse import unquote
+
+    return [(unquote(qid), method) for qid, method in (item.split("=") for item in header.split(", "))]
+
+
+def test_a_calibrated_question_whose_id_is_not_latin_1_is_answered_its_id_percent_encoded_in_the_header(
+    upstream: FaultServer,
+) -> None:
+    questions = {qid: QUESTIONS["topic"] for qid in ODD_IDS}
+    with gateway(upstream, calibrated_as(questions, prompt_digest(questions))) as app:
+        reply = app.post("/v1/systemone", json={**BODY, "questions": questions})
+    assert reply.status_code == 200, reply.text
+    assert reply.headers[CALIBRATED_HEADER] == ODD_HEADER
+    assert read_back(ODD_HEADER) == [(qid, "temperature") for qid in ODD_IDS]
+
+
+def test_a_calibrated_decisions_question_named_in_cjk_is_answered_with_the_header(
+    upstream: FaultServer,
+) -> None:
+    fit = {qid: {**QUESTIONS["topic"], "instructions": "Which team?"} for qid in ODD_IDS}
+    choices = [{"value": "billing"}, {"value": "shipping", "description": "parcels"}]
+    choices.append({"value": "technical", "description": "bugs"})
+    asked = [
+        {"type": "choice", "name": qid, "instructions": "Which team?", "choices": choices} for qid in ODD_IDS
+    ]
+    with gateway(upstream, calibrated_as(fit, None)) as app:
+        reply = app.post(
+            "/v1/decisions", json={"model": "m", "input": "I was charged twice.", "questions": asked}
+        )
+    assert reply.status_code == 200, reply.text
+    assert reply.headers[CALIBRATED_HEADER] == ODD_HEADER
