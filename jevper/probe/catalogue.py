@@ -65,6 +65,7 @@ _PROBE_KEYS = {
     "stability",
     "variant",
     "tolerance",
+    "sends",
 }
 #: What a probe file may set for all its probes, above its first `[[probe]]`.
 _DEFAULT_KEYS = {"surface", "path", "prompt", "thinking_off", "canonical", "reproducible"}
@@ -124,6 +125,8 @@ class Probe:
     stability: str | None = None
     variant: str | None = None
     tolerance: float | None = None
+    # Several bodies on one route, one request each in this order (prompt layouts): a dialect probe.
+    sends: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -274,6 +277,7 @@ def _probe(raw: Mapping[str, Any], defaults: Mapping[str, Any], where: Origin) -
         stability=raw.get("stability"),
         variant=raw.get("variant"),
         tolerance=_tolerance(raw, where),
+        sends=tuple(raw.get("sends", ())),
     )
 
 
@@ -423,6 +427,11 @@ def check_catalogue(
                 f"{at(probe, 'topic')}: topic {probe.topic!r} is not one of {sorted(topic_ids)}"
             )
         _check_stability(probe, at)
+        strange = [layout for layout in probe.sends if layout not in PROMPTS]
+        if strange:
+            raise CatalogueError(
+                f"{at(probe, 'sends')}: sends names prompt layouts among {PROMPTS}, got {strange}"
+            )
         for key, ref in (("prime_with", probe.prime_with), ("request_of", probe.request_of)):
             # A referenced request must come earlier, so a full run sends it first anyway.
             if ref is not None and ref not in ids[:index]:

@@ -29,6 +29,7 @@ from jevper._wire import (
 )
 from jevper._wire import decisions as decisions_route
 from jevper._wire.systemone import body_violations
+from jevper.probe import dialects
 from jevper.probe import stability as stability_
 from jevper.probe.cassettes import Exchange
 from jevper.probe.catalogue import Probe
@@ -86,19 +87,37 @@ def on_answer(
     return register
 
 
-def classify(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
-    """The verdict for one probe; a probe with no exchange, or a body no reader takes, is a fault."""
+def classify(probe: Probe, exchanges: Sequence[Exchange], dialect: str | None = None) -> Verdict:
+    """The verdict for one probe; a probe with no exchange, or a body no reader takes, is a fault.
+
+    `dialect` is the body the server speaks on the probe's route, when its dialect probe found one
+    (``dialects``): the probe is read by that dialect's rules where they differ from its own."""
     if not exchanges:
         return Verdict("fault", "no exchange was recorded", "")
     last = exchanges[-1]
     if last.status != 200 and judge(provider_error(_error(last), probe.surface)).retry:
         # "Not now" (overload, a proxy's failure) says nothing about the probed feature; it is no refusal.
         return Verdict("fault", f"{last.status}: the server was unavailable, try again", excerpt(last.text))
+    status = {"status": last.status, "status-class": f"{last.status // 100}xx"}
+    name = probe.classifier
+    read = dialects.reading(dialect, probe, last)
+    if read == "another shape":
+        said = f"another shape: the server speaks {dialect} body here, not {dialects.NATIVE[probe.surface]}"
+        verdict = Verdict(
+            "info",
+            f"{said} ({last.status} {words(_error(last).message)})",
+            excerpt(last.text),
+            {"dialect": dialect},
+        )
+        return replace(verdict, facts={**status, **verdict.facts})
+    if read == "valid in the dialect":
+        name = "systemone_conformance"
     try:
-        verdict = CLASSIFIERS[probe.classifier](probe, exchanges)
+        verdict = CLASSIFIERS[name](probe, exchanges)
     except JevperError as exc:
         return Verdict("fault", f"{last.status}, unreadable body: {exc}", excerpt(last.text))
-    status = {"status": last.status, "status-class": f"{last.status // 100}xx"}
+    if read is not None:
+        verdict = replace(verdict, text=f"{verdict.text} (valid in {dialect} dialect)")
     return replace(verdict, facts={**status, **verdict.facts})
 
 
@@ -871,4 +890,24 @@ def stability(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
         {"stability": measured.grade},
         grade=graded,
         stability=measured.to_json(),
+    )
+
+
+# --- which body a decision route speaks ---------------------------------------------------------------
+
+
+@classifier
+def dialect(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """A route's dialect probe: the same questions in every body the route is documented to speak; the
+    first answered in its own shape names the dialect, and what each other body got is the evidence."""
+    found = dialects.found_in(probe.surface, exchanges)
+    told = "; ".join(found.told)
+    if found.dialect is None:
+        last = next((e for e in exchanges if e.status != 200), exchanges[-1])
+        unserved = _s1_unserved(last) if probe.surface == "systemone" else _d_unserved(last)
+        if unserved is not None:
+            return unserved
+        return Verdict("refused", f"no documented body answered in its own shape ({told})", excerpt(told))
+    return Verdict(
+        "supported", f"speaks {found.dialect} body ({told})", excerpt(told), {"dialect": found.dialect}
     )

@@ -42,7 +42,9 @@ def encode(body: Any) -> bytes:
 
 
 def compose(probe: Probe, catalogue: Catalogue, preset: Preset) -> ProbeRequest:
-    """The probe's own request (the one its verdict reads)."""
+    """The probe's own request (the one its verdict reads; of a probe that sends several, its first)."""
+    if probe.sends:
+        return compose(replace(probe, prompt=probe.sends[0], sends=()), catalogue, preset)
     if probe.request_of is not None:
         return compose(catalogue.get(probe.request_of), catalogue, preset)
     if probe.raw_body is not None:
@@ -64,7 +66,11 @@ def compose(probe: Probe, catalogue: Catalogue, preset: Preset) -> ProbeRequest:
 
 def requests_for(probe: Probe, catalogue: Catalogue, preset: Preset) -> tuple[ProbeRequest, ...]:
     """Every request the probe sends, in order: its primer (if any), then its own; a stability probe's
-    plan (stability.KINDS)."""
+    plan (stability.KINDS); one per body a dialect probe `sends`."""
+    if probe.sends:
+        return tuple(
+            compose(replace(probe, prompt=layout, sends=()), catalogue, preset) for layout in probe.sends
+        )
     own = compose(probe, catalogue, preset)
     if probe.stability is not None:
         return _plan(probe, own, catalogue, preset)

@@ -22,6 +22,7 @@ from jevper.probe.cassettes import CassetteError, load_exchanges
 from jevper.probe.catalogue import Catalogue, Probe
 from jevper.probe.classifiers import classify
 from jevper.probe.diff import ProbeChange, RecordingDiff, render
+from jevper.probe.grading import dialects_of
 from jevper.probe.recording import ProbeResult, Recording
 
 Change = Literal["same", "changed", "noise", "new", "missing"]
@@ -110,7 +111,8 @@ def facts_of(source: Recording, catalogue: Catalogue) -> Facts:
     """Every probe's decisive facts from the recording's cassettes: read before a run that could write
     over them (a run compared with the recording it replaces)."""
     known = {p.id: p for p in catalogue.probes}
-    return {r.id: _facts(known.get(r.id), source) for r in source.probes}
+    spoken = dialects_of(source, catalogue)
+    return {r.id: _facts(known.get(r.id), source, spoken) for r in source.probes}
 
 
 def compare(
@@ -126,6 +128,7 @@ def compare(
     before = {p.id: p for p in baseline.probes}
     after = {p.id: p for p in fresh.probes}
     known = {p.id: p for p in catalogue.probes}
+    spoken = dialects_of(fresh, catalogue)
     entries = []
     for probe_id in [*after, *(i for i in before if i not in after)]:
         old, new = before.get(probe_id), after.get(probe_id)
@@ -135,7 +138,7 @@ def compare(
             entries.append(Entry(probe_id, "missing", old, None))
         else:
             probe = known.get(probe_id)
-            why = changed(old, new, old_facts.get(probe_id, {}), _facts(probe, fresh), probe)
+            why = changed(old, new, old_facts.get(probe_id, {}), _facts(probe, fresh, spoken), probe)
             if why:
                 entries.append(Entry(probe_id, "changed", old, new, why))
             elif old.verdict != new.verdict:
@@ -170,12 +173,13 @@ def changed(
     return ""
 
 
-def _facts(probe: Probe | None, recording: Recording) -> Mapping[str, Any]:
+def _facts(probe: Probe | None, recording: Recording, spoken: Mapping[str, str]) -> Mapping[str, Any]:
     """The probe's decisive facts, recomputed from the recording's cassette (none without one)."""
     if probe is None or recording.folder is None or not recording.has_cassette(probe.id):
         return {}
     try:
-        return classify(probe, load_exchanges(recording.cassette(probe.id))).facts
+        exchanges = load_exchanges(recording.cassette(probe.id))
+        return classify(probe, exchanges, spoken.get(probe.surface)).facts
     except CassetteError:
         return {}
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from jevper.probe.cassettes import Exchange, load_exchanges
+from jevper.probe import dialects
+from jevper.probe.cassettes import CassetteError, Exchange, load_exchanges
 from jevper.probe.catalogue import Catalogue, Probe
 from jevper.probe.classifiers import Verdict, classify
 from jevper.probe.compose import ProbeRequest, requests_for
@@ -58,9 +59,10 @@ def grade(
     the recording says, or stays absent.
     """
     preset = preset_of(recording)
+    spoken = dialects_of(recording, catalogue)
     if answers is not None:
         graded = tuple(
-            _grade_probe(probe, recording, catalogue, preset, answers[probe.id]) for probe in probes
+            _grade_probe(probe, recording, catalogue, preset, answers[probe.id], spoken) for probe in probes
         )
         return recording.with_probes(graded)
     wanted = {probe.id: probe for probe in probes if recording.has_cassette(probe.id)}
@@ -68,13 +70,37 @@ def grade(
     for old in recording.probes:
         probe = wanted.get(old.id)
         merged.append(
-            old if probe is None else _grade_probe(probe, recording, catalogue, preset, Answer(old.elapsed_s))
+            old
+            if probe is None
+            else _grade_probe(probe, recording, catalogue, preset, Answer(old.elapsed_s), spoken)
         )
     return recording.with_probes(tuple(merged))
 
 
+def dialects_of(recording: Recording, catalogue: Catalogue) -> dict[str, str]:
+    """Route -> the body the server speaks there, from the route's dialect probe's cassette (a route
+    whose probe the recording does not hold, or whose probe found none, is read as written)."""
+    known = {p.id for p in catalogue.probes}
+    spoken: dict[str, str] = {}
+    for surface, probe_id in dialects.PROBES.items():
+        if probe_id not in known or not recording.has_cassette(probe_id):
+            continue
+        try:
+            found = dialects.found_in(surface, load_exchanges(recording.cassette(probe_id)))
+        except CassetteError:
+            continue
+        if found.dialect is not None:
+            spoken[surface] = found.dialect
+    return spoken
+
+
 def _grade_probe(
-    probe: Probe, recording: Recording, catalogue: Catalogue, preset: Preset, answer: Answer
+    probe: Probe,
+    recording: Recording,
+    catalogue: Catalogue,
+    preset: Preset,
+    answer: Answer,
+    spoken: Mapping[str, str],
 ) -> ProbeResult:
     if answer.failure is not None:
         return _result(probe, None, answer.failure, answer.elapsed_s, recording.server)
@@ -84,7 +110,8 @@ def _grade_probe(
         status = exchanges[-1].status if exchanges else None
         if _stale(requests_for(probe, catalogue, preset), exchanges, preset):
             return _result(probe, None, Verdict("fault", STALE, ""), answer.elapsed_s, recording.server)
-        return _result(probe, status, classify(probe, exchanges), answer.elapsed_s, recording.server)
+        verdict = classify(probe, exchanges, spoken.get(probe.surface))
+        return _result(probe, status, verdict, answer.elapsed_s, recording.server)
     except Exception as exc:  # one probe's grading failure is that probe's verdict, nothing more
         ungraded = Verdict(
             "ungraded",

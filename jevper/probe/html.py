@@ -83,6 +83,7 @@ class Column:
     provenance: str
     recorded_on: str  # with the dates of later runs that answered some of its probes again
     serves: tuple[str, ...]  # the surfaces its server serves (probes/presets.toml, less routes it 404s)
+    source: str  # where a transcribed column's data comes from ("" for a recorded one)
     counts: tuple[tuple[str, str, str, int], ...]  # (kind, marker, words, cells of that kind)
 
 
@@ -327,8 +328,17 @@ def _column(recording: Recording, catalogue: Catalogue) -> Column:
         recorded_on=recording.recorded_on
         + "".join(f", {len(u.probes)} probes re-run {u.run.recorded_on}" for u in recording.later),
         serves=served(recording, catalogue),
+        source=_source_of(recording),
         counts=(),
     )
+
+
+def _source_of(recording: Recording) -> str:
+    if recording.provenance == "recorded":
+        return ""
+    if recording.folder is not None:
+        return "transcribed from documentation: a test server of ours speaking it, not a recording"
+    return "transcribed from the reference"
 
 
 def _display_name(server: str) -> str:
@@ -390,9 +400,9 @@ def _make_cell(
     kind = _kind(result, unserved(result, surface, column.serves))
     marker, words = KINDS[kind]
     exchanges: tuple[ShownExchange, ...] = ()
-    if result is not None and recording.folder is not None and recording.provenance == "recorded":
+    if result is not None and recording.folder is not None:
         exchanges = _exchanges(recording.cassette(probe_id))
-    if column.provenance == "transcribed":
+    if column.provenance == "transcribed" and recording.folder is None:
         status = "none: transcribed, not recorded"
     else:
         status = "no response" if result is None or result.status is None else str(result.status)

@@ -196,6 +196,16 @@ _BODIES: Mapping[str, Callable[[], dict[str, Any]]] = {
     "s1-renamed": _s1(dict(zip(("q1", "q2", "q3"), _S1_STANDARD.values(), strict=True))),
     "s1-added": _s1({**_S1_STANDARD, "angry": {"type": "noul", "instructions": "Is the customer angry?"}}),
     "s1-reordered": _s1({k: _S1_STANDARD[k] for k in ("urgency", "topic", "refund")}),
+    # Ollama's dialect (docs.ollama.com/api/systemone): keep_alive, and a score of twelve levels
+    # (Ollama's scores take 2 to 26, TypeSafe's 2 to 10).
+    "s1-ollama": lambda: {
+        "state": STATE,
+        "questions": {
+            **_S1_STANDARD,
+            "urgency": {"type": "score", "instructions": "How urgent is this?", "criteria": _levels(12)},
+        },
+        "keep_alive": "5m",
+    },
 }
 
 #: The Decisions probes' bodies (OpenAI's POST /v1/decisions): an input and a list of questions, written
@@ -309,6 +319,30 @@ _D_BODIES: Mapping[str, Callable[[], dict[str, Any]]] = {
     "d-renamed": _d([{**q, "name": f"q{i}"} for i, q in enumerate(_D_STANDARD, 1)]),
     "d-added": _d([*_D_STANDARD, _D_ANGRY]),
     "d-reordered": _d([_D_URGENCY, _D_REFUND, _D_TOPIC]),
+    # SGLang's own body on POST /v1/decisions (docs.sglang.io supported-models/decision_models).
+    "d-sglang": lambda: {
+        "input": STATE,
+        "questions": [
+            {"id": "refund", "type": "yes_no", "question": "Does the customer want money back?"},
+            {
+                "id": "topic",
+                "type": "choice",
+                "question": "What is the customer's message about?",
+                "options": [
+                    {"name": c["value"], "description": c["description"]} for c in _D_TOPIC["choices"]
+                ],
+            },
+            {
+                "id": "urgency",
+                "type": "score",
+                "question": "How urgent is this?",
+                "levels": [level["label"] for level in _D_URGENCY["levels"]],
+            },
+        ],
+    },
+    # System One's body (a state and a questions object) on POST /v1/decisions: Runware, LiteLLM's dev
+    # builds, Ollaya.
+    "d-systemone": _s1(_S1_STANDARD),
 }
 
 PROMPTS = (*_LAYOUTS, *_BODIES, *_D_BODIES)

@@ -42,9 +42,10 @@ def cell_text(text: str, limit: int = CELL) -> str:
 def columns(layout: Layout) -> list[Recording]:
     """Recorded columns first, then the transcribed reference columns; each by server kind (as
     probes/presets.toml orders them) and release (`html.order_columns`)."""
-    recorded = [r for r in layout.recordings() if r.provenance == "recorded"]
+    # A transcribed fixture (cassettes from a test server speaking a documented dialect) is a column too.
+    kept = list(layout.recordings())
     transcribed = [transcribed_recording(ref) for ref in load_reference().values()]
-    return html.order_columns(recorded + transcribed)
+    return html.order_columns(kept + transcribed)
 
 
 def provenance_line(recording: Recording) -> str:
@@ -57,6 +58,8 @@ def provenance_line(recording: Recording) -> str:
             f"`{recording.key}`: recorded live ({recording.server} {recording.release}, "
             f"{recording.model_name}, {recording.recorded_on}{later})"
         )
+    if recording.folder is not None:  # a transcribed fixture: its provenance says what it stands for
+        return f"`{recording.key}`: {recording.how}"
     return (
         f"`{recording.key}`: {TRANSCRIBED_FROM} ({recording.server} {recording.release}, {recording.model})"
     )
@@ -75,7 +78,16 @@ def unserved_columns(topic_id: str, recordings: Sequence[Recording], catalogue: 
     return [
         r
         for r in recordings
-        if probes and all(html.unserved(r.result(p.id), p.surface, html.served(r, catalogue)) for p in probes)
+        if probes
+        and (
+            all(html.unserved(r.result(p.id), p.surface, html.served(r, catalogue)) for p in probes)
+            # A transcribed fixture covers one route: a topic it holds nothing of is no column of it.
+            or (
+                r.provenance == "transcribed"
+                and r.folder is not None
+                and not any(r.result(p.id) for p in probes)
+            )
+        )
     ]
 
 
@@ -123,13 +135,19 @@ def render_recording(recording: Recording, catalogue: Catalogue) -> str:
 
 def _not_shown(topic_id: str, recordings: Sequence[Recording], catalogue: Catalogue) -> str:
     hidden = unserved_columns(topic_id, recordings, catalogue)
-    if not hidden:
-        return ""
-    names = ", ".join(_column_title(r) for r in hidden)
-    return (
-        f"Not shown: {names}, which serve none of these probes' surfaces and refused every one "
-        "(their own reports list each refusal)."
-    )
+    fixtures = [r for r in hidden if r.provenance == "transcribed" and r.folder is not None]
+    servers = [r for r in hidden if r not in fixtures]
+    said = []
+    if servers:
+        names = ", ".join(_column_title(r) for r in servers)
+        said.append(
+            f"Not shown: {names}, which serve none of these probes' surfaces and refused every one "
+            "(their own reports list each refusal)."
+        )
+    if fixtures:
+        names = ", ".join(_column_title(r) for r in fixtures)
+        said.append(f"{'Nor' if servers else 'Not shown:'} {names}, transcribed for another route.")
+    return " ".join(said)
 
 
 def _tables(

@@ -22,12 +22,12 @@ import contextlib
 import json
 import threading
 from collections.abc import Iterator, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
 from jevper._wire import PROMPT_RECORDS, RECORDS, decisions, prompt_record
-from jevper.testing.bodies import HEALTHY_LOGPROBS, Answer, encode, entry
+from jevper.testing.bodies import HEALTHY_LOGPROBS, Answer, entry
 from jevper.testing.decisions import DecisionsAnswer
+from jevper.testing.loopback import LoopbackServer
 from jevper.testing.systemone import HEALTHY_NOUL, SystemOneAnswer
 
 Move = Literal["load", "cache", "position"]
@@ -55,25 +55,28 @@ class MovingServer:
         self._seen: set[str] = set()
         self._next = 0
         self.moved: list[str] = []  # the path of every answer moved, in order (for tests)
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._http.daemon_threads = True
-        self._thread: threading.Thread | None = None
+        self._http = LoopbackServer(self._route, "moving-server")
 
     @property
     def base_url(self) -> str:
-        host, port = self._http.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+        return self._http.base_url
 
     def start(self) -> MovingServer:
-        self._thread = threading.Thread(target=self._http.serve_forever, name="moving-server", daemon=True)
-        self._thread.start()
+        self._http.start()
         return self
 
     def stop(self) -> None:
-        self._http.shutdown()
-        self._http.server_close()
-        if self._thread is not None:
-            self._thread.join(10)
+        self._http.stop()
+
+    def _route(self, method: str, path: str, request: Any, size: int) -> tuple[int, Any]:
+        if method == "GET" and path.rstrip("/").endswith("/models"):
+            return 200, {
+                "object": "list",
+                "data": [{"id": self.model, "object": "model", "owned_by": "jevper"}],
+            }
+        if method != "POST":
+            return 404, {"error": {"message": f"no route {path}", "code": 404}}
+        return self.answer(path, request)
 
     # --- one request --------------------------------------------------------------------------------
 
@@ -167,41 +170,6 @@ def _shift(answer: dict[str, Any], turns: int) -> None:
         answer["noul"] = round(HEALTHY_NOUL - 0.3 * min(turns, 2), 6)
     elif "probability" in answer:
         answer["probability"] = round(HEALTHY_NOUL - 0.3 * min(turns, 2), 6)
-
-
-def _handler(server: MovingServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path.rstrip("/").endswith("/models"):
-                data = [{"id": server.model, "object": "model", "owned_by": "jevper"}]
-                self._send(200, {"object": "list", "data": data})
-            else:
-                self._send(404, {"error": {"message": f"no route {self.path}", "code": 404}})
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                request = json.loads(raw or b"null")
-            except ValueError:
-                self._send(
-                    400, {"error": {"message": "the body is not JSON", "type": "invalid_request_error"}}
-                )
-                return
-            self._send(*server.answer(self.path, request))
-
-        def _send(self, status: int, body: Any) -> None:
-            data = encode(body)
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: Any) -> None:  # the tests' output stays quiet
-            return
-
-    return Handler
 
 
 @contextlib.contextmanager

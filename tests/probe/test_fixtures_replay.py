@@ -115,9 +115,16 @@ def test_the_matrices_leave_out_a_system_one_servers_wall_of_refusals_and_keep_i
     only_systemone = [r for r in recordings if r.server in ("laya", "jevper")]
     assert only_systemone
     just_those = 0
+    # A transcribed dialect fixture covers one route: it is a column of the topics it holds probes of.
+    fixtures = [r for r in recordings if r.provenance == "transcribed" and r.folder is not None]
+    assert fixtures
     for topic in CATALOGUE.topics:
         hidden = {r.key for r in unserved_columns(topic.id, recordings, CATALOGUE)}
         surfaces = {p.surface for p in CATALOGUE.probes if p.topic == topic.id}
+        for fixture in fixtures:
+            holds = any(fixture.result(p.id) for p in CATALOGUE.probes if p.topic == topic.id)
+            assert (fixture.key in hidden) is not holds, (topic.id, fixture.key)
+        hidden -= {r.key for r in fixtures}
         if surfaces == {"systemone"}:
             assert hidden == set(), topic.id
         elif surfaces == {"decisions"}:
