@@ -438,8 +438,9 @@ class Gateway:
             return envelope.invalid([Problem((), str(bad))])
         except CalibrationMismatchError as refused:
             if refused.field != "prompt_digest":
+                # The gateway's own configuration, not the upstream's failure: a 500 that says so.
                 return envelope.error(
-                    502, "upstream_error", f"the gateway's --calibration does not fit: {refused}"
+                    500, "configuration_error", f"the gateway's --calibration does not fit: {refused}"
                 )
             # A question the calibration holds, asked with another layout: the request's to change.
             return envelope.invalid([Problem(("questions",), str(refused))])
