@@ -507,14 +507,17 @@ def calibrated_header(answered: SystemOneResponse | DecisionResponse) -> dict[st
 
 
 async def _no_route(request: Request, exc: Exception) -> Response:
+    """A 404 or 405 in the envelope of the API the path belongs to (OpenAI's for /v1/decisions), with the
+    405's Allow header."""
     status = getattr(exc, "status_code", 404)
     kind = "not_found_error" if status == 404 else "method_not_allowed"
-    return error(
+    envelope = OPENAI if request.url.path.rstrip("/") == "/v1/decisions" else SYSTEM_ONE
+    return envelope.error(
         status,
         kind,
         "expected POST /v1/systemone, POST /v1/decisions, GET /v1/models, GET /health or GET /metrics, "
-        "got "
-        f"{request.method} {request.url.path}",
+        f"got {request.method} {request.url.path}",
+        headers=getattr(exc, "headers", None),
     )
 
 

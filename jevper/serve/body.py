@@ -102,16 +102,22 @@ def _unzstd(raw: bytes, cap: int) -> bytes:
 
 
 def _inflate(raw: bytes, coding: str, cap: int) -> bytes:
-    inflater = zlib.decompressobj(wbits=31 if coding != "deflate" else 15)
-    try:
-        out = inflater.decompress(raw, cap + 1)
-    except zlib.error as exc:
-        raise _undecodable(coding, str(exc)) from None
-    if len(out) > cap or inflater.unconsumed_tail:
-        raise too_large(cap, "more", decoded=True)
-    if not inflater.eof:
-        raise _undecodable(coding, "the stream ends early")
-    return out
+    out = bytearray()
+    rest = raw
+    while True:
+        inflater = zlib.decompressobj(wbits=31 if coding != "deflate" else 15)
+        try:
+            out += inflater.decompress(rest, cap + 1 - len(out))
+        except zlib.error as exc:
+            raise _undecodable(coding, str(exc)) from None
+        if len(out) > cap or inflater.unconsumed_tail:
+            raise too_large(cap, "more", decoded=True)
+        if not inflater.eof:
+            raise _undecodable(coding, "the stream ends early")
+        rest = inflater.unused_data
+        # A gzip body may be several members, one after another (RFC 1952), as `gzip -c a b` writes it.
+        if not rest or coding == "deflate":
+            return bytes(out)
 
 
 def _undecodable(coding: str, why: str) -> Invalid:

@@ -323,3 +323,14 @@ def test_an_unexpected_error_is_a_500_in_openais_envelope_naming_the_request_id(
     error = error_of(reply)
     assert (error["type"], error["code"]) == ("server_error", "internal_error")
     assert f"request {reply.headers['x-request-id']}" in error["message"]
+
+
+def test_a_wrong_method_on_the_decisions_route_is_a_405_in_openais_envelope(app: TestClient) -> None:
+    reply = app.get("/v1/decisions", headers=AUTH)
+    assert reply.status_code == 405, reply.text
+    error = error_of(reply)
+    assert (error["type"], error["code"]) == ("invalid_request_error", "method_not_allowed")
+    assert "GET /v1/decisions" in error["message"]
+    assert reply.headers["allow"] == "POST"
+    # The System One route's stays in its own envelope.
+    assert set(app.get("/v1/systemone", headers=AUTH).json()) == {"detail"}

@@ -263,3 +263,26 @@ def test_a_wide_choice_with_long_descriptions_is_asked_in_smaller_groups_and_sti
     probabilities = reply.json()["answers"]["q"]["probabilities"]
     assert list(probabilities) == list(options)
     assert sum(probabilities.values()) == pytest.approx(1.0)
+
+
+def test_a_gzip_body_of_several_members_is_read_whole(gateway: str) -> None:
+    # RFC 1952: a gzip file is a series of members, and gzip -c a b > ab sends one as such.
+    raw = json.dumps(ONE).encode()
+    members = zlib.compress(raw[:10], wbits=31) + zlib.compress(raw[10:], wbits=31)
+    reply = raw_post(gateway, members, **{"content-encoding": "gzip"})
+    assert reply.status_code == 200, reply.text
+    assert 0 <= reply.json()["answers"]["q"]["noul"] <= 1
+
+
+def test_the_size_cap_holds_over_every_gzip_member_together() -> None:
+    from jevper.serve.body import decode
+    from jevper.serve.errors import Refusal
+    from jevper.serve.validation import Invalid
+
+    member = zlib.compress(b"x" * 600, wbits=31)
+    assert decode(member * 3, "gzip", 1800) == b"x" * 1800
+    with pytest.raises(Refusal) as refused:
+        decode(member * 3, "gzip", 1799)
+    assert refused.value.status == 413
+    with pytest.raises(Invalid):  # a second member cut short
+        decode(member + member[:-6], "gzip", 10_000)
