@@ -22,7 +22,7 @@ from jevper._http import HTTPClient, check_api_key
 from jevper._upstreams import Upstream, Upstreams, blame
 from jevper.batch._schema import RESERVED, Row, result_columns, result_fields
 from jevper.calibration import Calibration, loaded
-from jevper.models import sdk_for
+from jevper.models import APIS, METHODS, sdk_for
 from jevper.questions import Question, as_question
 
 Server = Upstream
@@ -93,7 +93,10 @@ class BatchClassifier:
     them for up to ``patience`` seconds, default RESTART_PATIENCE_S, while the failure may pass: a
     restart; 0 gives up as soon as the retries are spent). ``api``, ``method``, ``extra_body``,
     ``timeout``, ``calibration`` (a ``Calibration`` or its file, loaded once, here) and ``option_orders`` (a
-    choice asked in that many orders of its options, averaged) are the client's.
+    choice asked in that many orders of its options, averaged) are the client's; with a calibration,
+    ``api`` and ``method`` left "auto" ask as the calibration was fit (its surface and method), so that
+    it applies to every answer. ``answered`` holds, per question, the (method, surface) pairs its answers
+    were read with in this process: what the output's provenance records.
     """
 
     def __init__(
@@ -147,7 +150,15 @@ class BatchClassifier:
         if option_orders != 1:
             self.client_options["option_orders"] = option_orders
         if calibration is not None:
-            self.client_options["calibration"] = loaded(calibration)
+            fit = loaded(calibration)
+            self.client_options["calibration"] = fit
+            # "auto" could read an answer otherwise than the calibration was fit for (grammar where it was
+            # fit on logprobs), and every such row would fail: ask as it was fit instead.
+            if api == "auto" and fit.bound_to.surface in APIS:
+                self.client_options["api"] = fit.bound_to.surface
+            if method == "auto" and fit.bound_to.method in METHODS:
+                self.client_options["method"] = fit.bound_to.method
+        self.answered: dict[str, set[tuple[str, str]]] = {qid: set() for qid, _ in self.questions}
         # The client's own checks of these options, once, now (a client of nothing does no I/O).
         for server in self.servers:
             AsyncSystemOneClient(object(), model=server.model, **self.client_options)
@@ -279,6 +290,9 @@ class BatchClassifier:
             # Any lone surrogate quoted in the message is escaped: the column holds UTF-8 text.
             said = str(error).encode("utf-8", "backslashreplace").decode("utf-8")
             return Row(error=(type(error).__name__, said), server_failed=blame(error) is not None)
+        for qid, trace in answered.debug.get("questions", {}).items():
+            if qid in self.answered and isinstance(trace, Mapping):
+                self.answered[qid].add((str(trace.get("method")), str(trace.get("surface"))))
         body = answered.to_api()
         return Row(body["answers"], answered.usage.prompt_tokens, answered.usage.completion_tokens)
 

@@ -328,6 +328,10 @@ class Writer:
                     row = {k: _plain_maps(v) for k, v in row.items()}
                 self._file.write(json.dumps(row, ensure_ascii=False) + "\n")
 
+    def metadata(self, values: dict[str, str]) -> None:
+        """Key-value metadata for a Parquet file's footer (written when it is closed)."""
+        self._writer.add_key_value_metadata(values)
+
     def close(self) -> None:
         """The file finished (not yet synced: ``jevper._atomic.replacing`` does that when it renames it
         into place)."""

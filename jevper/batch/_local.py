@@ -12,7 +12,7 @@ import hashlib
 import json
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from jevper._upstreams import NoUpstreamError, UpstreamStatus
 from jevper.batch._core import BatchClassifier
 from jevper.batch._files import Input, format_of
 from jevper.batch._parts import Parts
+from jevper.batch._provenance import described
 from jevper.batch._schema import Row
 from jevper.calibration import Calibration
 
@@ -114,9 +115,11 @@ async def run(
     batch_rows: int = DEFAULT_BATCH_ROWS,
     tally: Tally | None = None,
     checked_rows: int | None = None,
+    server: Mapping[str, str | None] | None = None,
 ) -> Tally:
     """Classify every row of ``source`` into ``output``; raises Stopped when no server answers (what was
-    done stays committed, for ``resume``)."""
+    done stays committed, for ``resume``). ``server``: the servers' kind and release where they stated
+    them, for the output's provenance."""
     tally = tally or Tally()
     schema = classifier.output_schema(source.schema())
     fmt = format_of(output, "OUTPUT")
@@ -158,8 +161,16 @@ async def run(
         await classifier.aclose()
     if stop:
         raise Stopped(stop[0])
-    parts.finish(schema, fmt)
+    parts.finish(schema, fmt, provenance(classifier, server))
     return tally
+
+
+def provenance(classifier: BatchClassifier, server: Mapping[str, str | None] | None = None) -> dict[str, Any]:
+    """What answered the rows this classifier asked, for the output (``_provenance``)."""
+    models = [s.model for s in classifier.servers]
+    return described(
+        dict(classifier.questions), models, classifier.client_options, classifier.answered, server
+    )
 
 
 async def _batch(

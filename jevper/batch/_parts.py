@@ -34,6 +34,7 @@ import pyarrow.ipc as ipc
 from jevper import ConfigError
 from jevper._atomic import replacing, write_atomically
 from jevper.batch._files import Format, Writer
+from jevper.batch._provenance import record
 from jevper.batch._schema import Row
 
 MANIFEST_VERSION = 1
@@ -132,9 +133,10 @@ class Parts:
 
     # --- finishing -----------------------------------------------------------------------------------
 
-    def finish(self, schema: pa.Schema, fmt: Format) -> int:
-        """OUTPUT from every part in input order (written aside, then renamed); the folder removed.
-        Returns the rows written."""
+    def finish(self, schema: pa.Schema, fmt: Format, provenance: Mapping[str, Any] | None = None) -> int:
+        """OUTPUT from every part in input order (written aside, then renamed), with ``provenance`` (in a
+        Parquet file's metadata, else beside it, written first); the folder removed. Returns the rows
+        written."""
         rows = 0
         with replacing(self.output) as temporary:
             writer = Writer(temporary, schema, fmt)
@@ -142,6 +144,8 @@ class Parts:
                 for batch in self.batches():
                     writer.write(batch.cast(schema) if batch.schema != schema else batch)
                     rows += batch.num_rows
+                if provenance is not None:
+                    record(writer, self.output, provenance)
             finally:
                 writer.close()
         shutil.rmtree(self.folder)

@@ -12,7 +12,7 @@ import contextlib
 import json
 import shutil
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -324,7 +324,12 @@ def _main(args: argparse.Namespace) -> int:
             else:
                 if args.batch_rows < 1:
                     raise ConfigError(f"--batch-rows: expected a positive integer, got {args.batch_rows}")
-                status = asyncio.run(_run(args, classifier, source, checked.rows))
+                stated = (
+                    None
+                    if spawned is None
+                    else {"server_kind": spawned.server, "server_release": spawned.version}
+                )
+                status = asyncio.run(_run(args, classifier, source, checked.rows, stated))
             if status in (0, 1):  # OUTPUT is whole
                 _review(args, classifier.questions)
             return status
@@ -346,7 +351,13 @@ def _calibrated(args: argparse.Namespace, classifier: BatchClassifier, spawned: 
         if spawned is not None
         else "the servers' kind and release not checked (given by URL)"
     )
-    print(f"{PROG}: calibrating with {args.calibration} ({methods}); {server}", file=sys.stderr, flush=True)
+    options = classifier.client_options
+    asked = f"asked with --method {options['method']} --api {options['api']}, as it was fit"
+    print(
+        f"{PROG}: calibrating with {args.calibration} ({methods}); {asked}; {server}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _review(args: argparse.Namespace, questions: Sequence[tuple[str, Any]]) -> None:
@@ -381,7 +392,13 @@ def _on_engine(args: argparse.Namespace, asked: dict[str, Any], classifier: Batc
     return 0 if not tally.errors else 1
 
 
-async def _run(args: argparse.Namespace, classifier: BatchClassifier, source: Input, rows: int) -> int:
+async def _run(
+    args: argparse.Namespace,
+    classifier: BatchClassifier,
+    source: Input,
+    rows: int,
+    server: Mapping[str, str | None] | None = None,
+) -> int:
     tally = Tally(total=rows)
     shown = sys.stderr.isatty() if args.progress is None else args.progress
     bar = asyncio.ensure_future(_progress(tally, classifier)) if shown else None
@@ -394,6 +411,7 @@ async def _run(args: argparse.Namespace, classifier: BatchClassifier, source: In
             batch_rows=args.batch_rows,
             tally=tally,
             checked_rows=rows,
+            server=server,
         )
     except Stopped as stopped:
         _end(bar)

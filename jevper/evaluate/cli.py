@@ -19,11 +19,12 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from jevper import ConfigError, JevperError
 from jevper._atomic import write_atomically
 from jevper.batch import Server
+from jevper.batch._provenance import read_provenance
 from jevper.batch.cli import servers_of
 from jevper.evaluate._ask import RequestCount, ask, content_free, rotations
 from jevper.evaluate._calibration import Binding, prompt_digest
@@ -264,7 +265,13 @@ def _evaluate(args: argparse.Namespace, requests: RequestCount | None = None) ->
         _spawn_defaults(args)
     given, asked = read_questions(args.questions)
     check_rotated(asked, [path for path, _ in args.rotated], rotations=args.rotations)
-    binding = _binding(args, given) if args.fit else None
+    if args.fit and asking:
+        _check_before_asking(args)
+    binding = (
+        _binding(args, given, read_provenance(args.answers), args.answers)
+        if args.fit and not asking
+        else None
+    )
     answers = args.answers
     turned: list[tuple[Path, Path]] = [(q, a) for q, a in args.rotated]
     priors = None
@@ -276,9 +283,11 @@ def _evaluate(args: argparse.Namespace, requests: RequestCount | None = None) ->
         args.out.mkdir(parents=True, exist_ok=True)
         with _servers(args, served) as servers:
             started = time.perf_counter()
-            answers, more, priors = _ask_all(args, given, asked, servers, requests)
+            answers, more, priors = _ask_all(args, given, asked, servers, requests, served)
             seconds = time.perf_counter() - started
         turned += more
+        if args.fit:
+            binding = _binding(args, given, read_provenance(answers), answers)
     evaluation = evaluate_files(
         args.labelled,
         args.questions,
@@ -381,6 +390,7 @@ def _ask_all(
     asked: dict[str, Any],
     servers: list[Server],
     requests: RequestCount | None = None,
+    served: dict[str, str] | None = None,
 ) -> tuple[Path, list[tuple[Path, Path]], dict[str, Distribution] | None]:
     """The labelled rows asked of ``servers``: the answers, the rotated runs and the content-free priors."""
     options: dict[str, Any] = {
@@ -391,7 +401,8 @@ def _ask_all(
         "option_orders": args.option_orders,
         "requests": requests,
     }
-    answers = asyncio.run(ask(args.labelled, given, servers, args.out / ASKED, **options))
+    stated = {k: v for k, v in (served or {}).items() if k in ("server_kind", "server_release")}
+    answers = asyncio.run(ask(args.labelled, given, servers, args.out / ASKED, server=stated, **options))
     turned = []
     for by, questions in enumerate(rotations(given, asked) if args.rotations else [], 1):
         path = args.out / f"questions.rotated-{by}.json"
@@ -450,27 +461,103 @@ def _servers(args: argparse.Namespace, served: dict[str, str]) -> Iterator[list[
         yield [Server(server.base_url, server.model, slots, api_key=key)]
 
 
-def _binding(args: argparse.Namespace, given: dict[str, Any]) -> Binding:
-    """What --fit binds the calibration to: every flag given, and one model."""
-    missing = [FLAG_OF[name] for name in BINDING_FLAGS if not getattr(args, name)]
+def _binding(
+    args: argparse.Namespace, given: dict[str, Any], recorded: dict[str, Any] | None, answers: Path
+) -> Binding:
+    """What --fit binds the calibration to: what the answers record having answered them (the batch's
+    provenance), each flag given agreeing with it; a flag gives what they do not record."""
+    flags = _flags(args)
+    told = _recorded(recorded)
+    for name, value in told.items():
+        if value is not None and flags[name] is not None and flags[name] != value:
+            raise ConfigError(
+                f"--fit: {FLAG_OF[name]} {flags[name]}, but --answers {answers} record "
+                f"{name.replace('_', ' ')} {value!r} as what answered them; a calibration bound to "
+                f"{flags[name]} would not apply to these answers: drop {FLAG_OF[name]}, or fit on answers "
+                f"{flags[name]} gave"
+            )
+    bound = {name: flags[name] or told.get(name) for name in BINDING_FLAGS}
+    missing = [FLAG_OF[name] for name in BINDING_FLAGS if not bound[name]]
     if missing:
-        raise ConfigError(
-            f"--fit: expected what the answers came from, to bind the calibration to; missing {missing}"
+        why = (
+            "they record no provenance: an output of an older jevper"
+            if recorded is None
+            else "a server given by URL states neither its kind nor its release"
+            if {"--server", "--release"} & set(missing)
+            else "their questions were answered in different ways, or not at all"
         )
-    if len(set(args.model)) != 1:
+        _missing(missing, why)
+    option_orders = args.option_orders
+    if recorded is not None:
+        digest = prompt_digest(given)
+        if recorded.get("prompt_digest") not in (None, digest):
+            raise ConfigError(
+                f"--fit: expected answers to the questions of {args.questions} (prompt layout {digest}), "
+                f"but --answers {answers} record other questions ({recorded['prompt_digest']}); give the "
+                "questions file they were asked with"
+            )
+        orders = recorded.get("option_orders", 1)
+        if args.option_orders not in (1, orders):
+            raise ConfigError(
+                f"--fit: --option-orders {args.option_orders}, but --answers {answers} record {orders}: "
+                "drop --option-orders, or fit on answers asked in that many orders"
+            )
+        option_orders = orders
+    return Binding(
+        server_kind=str(bound["server_kind"]),
+        server_release=str(bound["server_release"]),
+        model=str(bound["model"]),
+        method=str(bound["method"]),
+        surface=str(bound["surface"]),
+        prompt_digest=prompt_digest(given),
+        option_orders=option_orders,
+    )
+
+
+def _flags(args: argparse.Namespace) -> dict[str, str | None]:
+    """The binding's fields as the flags give them (None where not given; auto is what the answers
+    record)."""
+    if len(set(args.model)) > 1:
         raise ConfigError(
             f"--fit: expected one model to bind the calibration to, got {sorted(set(args.model))}; fit one "
             "calibration per model"
         )
-    return Binding(
-        server_kind=args.server_kind,
-        server_release=args.server_release,
-        model=args.model[0],
-        method=args.method,
-        surface=args.surface,
-        prompt_digest=prompt_digest(given),
-        option_orders=args.option_orders,
+    flags: dict[str, str | None] = {name: getattr(args, name) for name in BINDING_FLAGS}
+    flags["model"] = args.model[0] if args.model else None
+    for name in ("method", "surface"):
+        if flags[name] == "auto":
+            flags[name] = None
+    return flags
+
+
+def _check_before_asking(args: argparse.Namespace) -> None:
+    """--fit on answers asked now: what asking cannot tell (the kind and release of a server given by
+    URL) is refused before the first request; the rest is read from the answers."""
+    flags = _flags(args)
+    missing = [FLAG_OF[name] for name in ("server_kind", "server_release") if not flags[name]]
+    if missing:
+        _missing(missing, "a server given by URL states neither its kind nor its release")
+
+
+def _missing(missing: list[str], why: str) -> NoReturn:
+    raise ConfigError(
+        f"--fit: expected what the answers came from, to bind the calibration to; missing {missing} ({why}): "
+        f"give {' and '.join(missing)} (for --method and --api, auto is taken as what the answers record)"
     )
+
+
+def _recorded(recorded: dict[str, Any] | None) -> dict[str, Any]:
+    """The binding's fields as the batch's provenance records them (None where it records none)."""
+    if recorded is None:
+        return {}
+    answered = recorded.get("answered") or {}
+    return {
+        "server_kind": recorded.get("server_kind"),
+        "server_release": recorded.get("server_release"),
+        "model": recorded.get("model"),
+        "method": answered.get("method"),
+        "surface": answered.get("surface"),
+    }
 
 
 def _line(qid: str, q: dict[str, Any]) -> str:
