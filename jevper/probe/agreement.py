@@ -26,6 +26,7 @@ RULES: Mapping[str, str] = {
     "cache-field": "the field path carrying the cached-token count (or unreported)",
     "cache-reuse": "whether cached tokens were reported as reused (some, none, unreported)",
     "blocks": "the content block types of the answer",
+    "confidence": "which formula each question type's confidence matches (TypeSafe's, top probability, ...)",
     "dialect": "the body a decision route speaks (OpenAI's, SGLang's, System One's, TypeSafe's, Ollama's)",
     "stability": "the stability grade (identical, within noise, moves) against the server's repeat noise",
 }

@@ -29,7 +29,7 @@ from jevper._wire import (
 )
 from jevper._wire import decisions as decisions_route
 from jevper._wire.systemone import body_violations
-from jevper.probe import dialects
+from jevper.probe import confidence, dialects
 from jevper.probe import stability as stability_
 from jevper.probe.cassettes import Exchange
 from jevper.probe.catalogue import Probe
@@ -910,4 +910,37 @@ def dialect(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
         return Verdict("refused", f"no documented body answered in its own shape ({told})", excerpt(told))
     return Verdict(
         "supported", f"speaks {found.dialect} body ({told})", excerpt(told), {"dialect": found.dialect}
+    )
+
+
+# --- which confidence a decision server means ---------------------------------------------------------
+
+
+@classifier
+def confidence_formula(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
+    """The answers' `confidence` against the five formulas servers use, computed from each answer's own
+    probabilities: which one the server's figure matches, per question type (jevper/probe/confidence.py)."""
+    last = exchanges[-1]
+    unserved = _s1_unserved(last) if probe.surface == "systemone" else _d_unserved(last)
+    if unserved is not None:
+        return unserved
+    if last.status != 200:
+        return _refused(last)
+    body = last.json()
+    answers = body.get("answers") if isinstance(body, Mapping) else None
+    listed = (
+        list(answers.values())
+        if isinstance(answers, Mapping)
+        else answers
+        if isinstance(answers, list)
+        else []
+    )
+    found = confidence.matches([a for a in listed if isinstance(a, Mapping)])
+    shown = [
+        {k: a.get(k) for k in ("type", "confidence", "probabilities")}
+        for a in listed
+        if isinstance(a, Mapping)
+    ]
+    return Verdict(
+        "info", f"confidence is {confidence.describe(found)}", excerpt(shown), {"confidence": found}
     )

@@ -10,9 +10,11 @@ what went wrong), never another probe's verdict, and never the recording.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.metadata
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -64,7 +66,7 @@ def grade(
         graded = tuple(
             _grade_probe(probe, recording, catalogue, preset, answers[probe.id], spoken) for probe in probes
         )
-        return recording.with_probes(graded)
+        return replace(recording.with_probes(graded), graded_with=sdk_versions())
     wanted = {probe.id: probe for probe in probes if recording.has_cassette(probe.id)}
     merged = []
     for old in recording.probes:
@@ -74,7 +76,20 @@ def grade(
             if probe is None
             else _grade_probe(probe, recording, catalogue, preset, Answer(old.elapsed_s), spoken)
         )
-    return recording.with_probes(tuple(merged))
+    return replace(recording.with_probes(tuple(merged)), graded_with=sdk_versions())
+
+
+#: The SDKs whose types a grade can rest on: the openai SDK's `Decision` grades the Decisions route.
+SDKS = ("openai", "anthropic", "typesafe-sdk")
+
+
+def sdk_versions() -> dict[str, str]:
+    """The installed version of each SDK in `SDKS` (one not installed is left out)."""
+    found = {}
+    for name in SDKS:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            found[name] = importlib.metadata.version(name)
+    return found
 
 
 def dialects_of(recording: Recording, catalogue: Catalogue) -> dict[str, str]:
@@ -135,6 +150,7 @@ def _result(
         elapsed_s=elapsed,
         grade=verdict.grade,
         stability=dict(verdict.stability) if verdict.stability is not None else None,
+        confidence=dict(verdict.facts["confidence"]) if "confidence" in verdict.facts else None,
     )
     if verdict.outcome == "ungraded":
         return result

@@ -84,6 +84,7 @@ class Column:
     recorded_on: str  # with the dates of later runs that answered some of its probes again
     serves: tuple[str, ...]  # the surfaces its server serves (probes/presets.toml, less routes it 404s)
     source: str  # where a transcribed column's data comes from ("" for a recorded one)
+    graded_with: str  # the SDKs whose types graded the answers, with their versions ("" when unsaid)
     counts: tuple[tuple[str, str, str, int], ...]  # (kind, marker, words, cells of that kind)
 
 
@@ -329,6 +330,7 @@ def _column(recording: Recording, catalogue: Catalogue) -> Column:
         + "".join(f", {len(u.probes)} probes re-run {u.run.recorded_on}" for u in recording.later),
         serves=served(recording, catalogue),
         source=_source_of(recording),
+        graded_with=", ".join(f"{name} {version}" for name, version in recording.graded_with.items()),
         counts=(),
     )
 

@@ -79,12 +79,14 @@ class ProbeResult:
     grade: Grade | None = None
     #: A stability probe's numbers and grade (jevper.probe.stability.Measure.to_json); None elsewhere.
     stability: Mapping[str, Any] | None = None
+    #: A confidence probe's finding: question type -> the formulas its figure matches; None elsewhere.
+    confidence: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         # A grade is written only where a specification graded the answer, the stability record only for
         # a stability probe: other verdicts read as before.
         data = asdict(self)
-        for optional in ("grade", "stability"):
+        for optional in ("grade", "stability", "confidence"):
             if data[optional] is None:
                 del data[optional]
         return data
@@ -160,6 +162,8 @@ class Recording:
     provenance: Literal["recorded", "transcribed"] = "recorded"
     how: str = "recorded live"
     folder: Path | None = field(default=None, compare=False)
+    #: The SDKs whose types graded the answers, and their versions (their limits move between releases).
+    graded_with: Mapping[str, str] = field(default_factory=dict)
 
     # --- the first run's header, as the reports show it --------------------------------------------
 
@@ -216,6 +220,8 @@ class Recording:
         data.update({name: getattr(self, name) for name in HEADER[:4]})
         data["provenance"] = self.provenance
         data.update({name: getattr(self, name) for name in HEADER[4:]})
+        if self.graded_with:
+            data["graded_with"] = dict(self.graded_with)
         data["probes"] = [p.to_json() for p in self.probes]
         # Written only when there is one, so an index made by a single run reads as it always did.
         if self.later:
@@ -272,7 +278,8 @@ class Recording:
         ] + later[len(listed) :]
         first = replace(first, **header).respelled(None)
         later = [replace(u, run=u.run.respelled(first.release)) for u in later]
-        return cls(key, first, probes, tuple(later), kind, how, folder)
+        graded_with = index.get("graded_with") or {}
+        return cls(key, first, probes, tuple(later), kind, how, folder, dict(graded_with))
 
     # --- merging a selection -----------------------------------------------------------------------
 
@@ -285,7 +292,9 @@ class Recording:
         probes += tuple(r for r in selection.probes if self.result(r.id) is None)
         kept = (replace(u, probes=tuple(p for p in u.probes if p not in fresh)) for u in self.later)
         later = (*(u for u in kept if u.probes), LaterRun(selection.run, tuple(sorted(fresh))))
-        return replace(self, probes=probes, later=later)
+        return replace(
+            self, probes=probes, later=later, graded_with=selection.graded_with or self.graded_with
+        )
 
 
 def recording_key(server: str, release: str) -> str:

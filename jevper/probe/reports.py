@@ -56,12 +56,21 @@ def provenance_line(recording: Recording) -> str:
         )
         return (
             f"`{recording.key}`: recorded live ({recording.server} {recording.release}, "
-            f"{recording.model_name}, {recording.recorded_on}{later})"
+            f"{recording.model_name}, {recording.recorded_on}{later}){graded_with(recording)}"
         )
     if recording.folder is not None:  # a transcribed fixture: its provenance says what it stands for
-        return f"`{recording.key}`: {recording.how}"
+        return f"`{recording.key}`: {recording.how}{graded_with(recording)}"
     return (
         f"`{recording.key}`: {TRANSCRIBED_FROM} ({recording.server} {recording.release}, {recording.model})"
+    )
+
+
+def graded_with(recording: Recording) -> str:
+    """ "; graded with openai 3.63.0, ..." for a recording whose index names the SDKs that graded it."""
+    if not recording.graded_with:
+        return ""
+    return "; graded with " + ", ".join(
+        f"{name} {version}" for name, version in recording.graded_with.items()
     )
 
 
