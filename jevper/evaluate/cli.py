@@ -172,7 +172,8 @@ def parser() -> argparse.ArgumentParser:
         "content-free prior corrections among the calibrations tried",
     )
     binding = p.add_argument_group(
-        "what the answers came from (with --fit, the calibration is bound to it; with --base-url or "
+        "what the answers came from (with --fit, the calibration is bound to it: to what the answers "
+        "record, where the batch recorded it, each flag given agreeing with that; with --base-url or "
         "--spawn, --model, --method and --api are also what is asked)"
     )
     binding.add_argument(
@@ -196,13 +197,14 @@ def parser() -> argparse.ArgumentParser:
         help="the model: one, or one per --base-url (default: none; with --spawn, smollm2)",
     )
     binding.add_argument(
-        "--method", help="the answer method, as the batch's --method (default: none; asked: auto)"
+        "--method",
+        help="the answer method, as the batch's --method (default: what the answers record; asked: auto)",
     )
     binding.add_argument(
         "--api",
         dest="surface",
         metavar="API",
-        help="the prompt surface, as the batch's --api (default: none; asked: auto)",
+        help="the prompt surface, as the batch's --api (default: what the answers record; asked: auto)",
     )
     add_option_orders_argument(binding)
     return p
