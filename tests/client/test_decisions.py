@@ -429,6 +429,10 @@ def test_a_request_that_breaks_the_schema_is_refused_naming_the_param_and_the_co
     }
 
 
+def test_a_cache_key_of_the_longest_length_a_key_may_have_is_taken() -> None:
+    assert decision_request(body(prompt_cache_key="k" * 256)).prompt_cache_key == "k" * 256
+
+
 def test_a_cache_breakpoint_is_taken_on_an_input_part_as_the_sdks_types_allow() -> None:
     part = {"type": "input_text", "text": "x", "prompt_cache_breakpoint": {"mode": "explicit"}}
     request = decision_request(body(input=[{"role": "user", "content": [part]}]))
