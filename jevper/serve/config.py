@@ -64,6 +64,9 @@ class GatewayConfig:
     more_upstreams: tuple[tuple[str, str], ...] = ()
     #: Seconds between the checks of an upstream that is out (GET /models), which put it back in.
     recheck_s: float = 1.0
+    #: Seconds between the checks of an upstream that is in, which take it out when it cannot be reached:
+    #: /health tells of an upstream gone before a request fails on it (each is also checked at start-up).
+    check_s: float = 5.0
     #: Applied by every upstream's client to each answer of a question it holds (jevper.calibration).
     calibration: Calibration | None = None
     #: Each choice asked in this many orders of its options, its answer their mean (jevper._orders).

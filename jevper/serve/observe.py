@@ -50,6 +50,9 @@ def configure_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format=LOG_FORMAT)
     for handler in logging.getLogger().handlers:
         handler.addFilter(RequestIdFilter())
+    # httpx writes a line per request at INFO (the upstream checks', the embedded server's start-up), each
+    # naming a URL whole with its query's values: its warnings only, at every level.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 _LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
