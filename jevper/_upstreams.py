@@ -279,6 +279,15 @@ class Upstreams:
                 server.failures, server.out_until = 0, 0.0
         self._wake()
 
+    def take_out(self, base_url: str, error: BaseException) -> None:
+        """A check outside the pool found the server down (``error`` says how): it is out as after a
+        failed call, for its cool-down, and asked again one call at a time, until a call succeeds or a
+        check ``restore``s it."""
+        for server in self._servers:
+            if server.spec.base_url == base_url:
+                server.in_flight += 1  # released at once, as a call that failed
+                self._release(server, ("down", error))
+
     async def aclose(self) -> None:
         """Close every server's client (its SDK's connections)."""
         for server in self._servers:
@@ -353,7 +362,7 @@ class Upstreams:
                 "%s: %s; calls wait up to %g s for it to answer (a restart) before they fail: if it is not "
                 "meant to be running, check its URL (a batch's --patience, BatchClassifier's patience=, "
                 "sets how long)",
-                server.spec.base_url,
+                server.spec.shown,
                 server.last_error,
                 self._patience,
             )

@@ -42,7 +42,7 @@ from jevper import (
     ProviderError,
     __version__,
 )
-from jevper._http import HTTPClient, joined
+from jevper._http import HTTPClient, ServerUnreachableError, joined
 from jevper._upstreams import NoUpstreamError, Upstream, Upstreams, server_failure
 from jevper.decisions import DecisionResponse
 from jevper.models import SystemOneResponse, sdk_for
@@ -140,37 +140,51 @@ class Gateway:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        """While the app serves: the background check that puts an upstream that is out back in."""
-        task = asyncio.create_task(self._recheck())
-        try:
-            yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            await self.pool.aclose()
-
-    async def _recheck(self) -> None:
+        """While the app serves: every upstream checked once before the first request (so /health is
+        true from the first), then in the background: one that is in and cannot be reached is taken
+        out, one that is out and answers is put back in."""
         headers = (
             {"authorization": f"Bearer {self.config.upstream_api_key}"}
             if self.config.upstream_api_key
             else {}
         )
         async with httpx.AsyncClient(timeout=min(5.0, self.config.timeout), headers=headers) as http:
-            while True:
-                await asyncio.sleep(self.config.recheck_s)
-                for spec in self.pool.failing():
-                    try:
-                        answered = await http.get(joined(spec.base_url, "/models"))
-                    except httpx.HTTPError:
-                        continue
-                    if answered.status_code < 500:
-                        log.info(
-                            "upstream %s answers again (GET /models %d): in",
-                            shown(spec.base_url),
-                            answered.status_code,
-                        )
-                        self.pool.restore(spec.base_url)
+            await asyncio.gather(*(self._check_in(http, spec) for spec in self._specs()))
+            task = asyncio.create_task(self._watch(http))
+            try:
+                yield
+            finally:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                await self.pool.aclose()
+
+    async def _watch(self, http: httpx.AsyncClient) -> None:
+        loop = asyncio.get_running_loop()
+        checked = loop.time()
+        while True:
+            await asyncio.sleep(self.config.recheck_s)
+            failing = self.pool.failing()
+            for spec in failing:
+                answered = await _reached(http, spec.base_url)
+                if isinstance(answered, int):
+                    log.info("upstream %s answers again (GET /models %d): in", shown(spec.base_url), answered)
+                    self.pool.restore(spec.base_url)
+            if loop.time() - checked >= self.config.check_s:
+                checked = loop.time()
+                out = {spec.base_url for spec in failing}
+                for spec in self._specs():
+                    if spec.base_url not in out:
+                        await self._check_in(http, spec)
+
+    async def _check_in(self, http: httpx.AsyncClient, spec: Upstream) -> None:
+        """An upstream that is in and cannot be reached is taken out (its requests would fail on it)."""
+        answered = await _reached(http, spec.base_url)
+        if isinstance(answered, BaseException):
+            log.warning(
+                "upstream %s cannot be reached (GET /models: %s): out", shown(spec.base_url), answered
+            )
+            self.pool.take_out(spec.base_url, answered)
 
     # --- the routes ---------------------------------------------------------------------------------
 
@@ -486,6 +500,21 @@ class Gateway:
             )
         asked = "the upstream" if len(self.config.upstreams) == 1 else "every upstream asked"
         return envelope.error(502, "upstream_error", f"{asked} failed; the last: {failed}")
+
+
+async def _reached(http: httpx.AsyncClient, base_url: str) -> int | BaseException | None:
+    """What ``GET /models`` says of an upstream: its status when it answers (below 500, or a 500 or 501
+    of a server that runs), the error when it is down (refused, reset, no connection within the timeout,
+    a 502, 503 or 504), None when it cannot be told (connected, but no answer within the timeout: busy)."""
+    try:
+        answered = await http.get(joined(base_url, "/models"))
+    except (httpx.ConnectTimeout, httpx.NetworkError, httpx.ProxyError, httpx.UnsupportedProtocol) as down:
+        return ServerUnreachableError(f"{type(down).__name__}: {down or 'no answer'}")
+    except httpx.HTTPError:
+        return None
+    if answered.status_code in (502, 503, 504):
+        return ServerUnreachableError(f"HTTP {answered.status_code}")
+    return answered.status_code
 
 
 #: Names each calibrated question's method: "team=prior_temperature, angry=platt" (none: no header).
