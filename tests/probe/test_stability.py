@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from vcr.request import Request as VcrRequest
 
 from jevper.probe import stability
 from jevper.probe.catalogue import CatalogueError, check_catalogue, load_catalogue
@@ -17,6 +18,7 @@ from jevper.probe.diff import diff_recordings
 from jevper.probe.gate import changed
 from jevper.probe.presets import get_preset
 from jevper.probe.recording import Layout, ProbeResult, Recording, Run
+from jevper.probe.runner import _in_sent_order
 from jevper.probe.session import Target, record
 from jevper.testing.moving import Move, running
 
@@ -189,3 +191,16 @@ def test_diff_and_gate_treat_a_number_within_the_tolerance_as_unchanged_and_repo
     assert changed(old.probes[0], beyond.probes[0], facts, facts, probe).startswith("stability ")
     moves = _recording("b4", 0.004, grade="moves")
     assert [c.probe_id for c in diff_recordings(old, moves).changes] == ["chat-stability-repeat"]
+
+
+def test_a_waves_exchanges_are_kept_in_the_order_sent_whichever_answer_came_first() -> None:
+    probe = CATALOGUE.get("chat-stability-load")
+    wave = [r for r in requests_for(probe, CATALOGUE, get_preset("llamacpp")) if r.wave is not None]
+    # vcrpy appends each exchange as its answer arrives: here the last request sent answered first.
+    arrived = [
+        (VcrRequest("POST", "http://h/v1/chat/completions", r.content, {}), {"n": i})
+        for i, r in enumerate(wave)
+    ]
+    data = ["earlier exchange", *reversed(arrived)]
+    _in_sent_order(data, 1, wave)
+    assert data == ["earlier exchange", *arrived]
