@@ -22,7 +22,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote
 
 import httpx
 from starlette.applications import Starlette
@@ -77,7 +77,14 @@ def upstream_client(
 
         http = observed_http_client(DefaultAsyncHttpxClient, observer)
         key = config.upstream_api_key or "none"
-        sdk = AsyncAnthropic(base_url=config.upstream.removesuffix("/v1"), api_key=key, http_client=http)
+        # The SDK's base URL is the server's root, its routes carry the /v1; a query string is its own.
+        root, _, query = config.upstream.partition("?")
+        sdk = AsyncAnthropic(
+            base_url=root.rstrip("/").removesuffix("/v1"),
+            api_key=key,
+            http_client=http,
+            default_query=dict(parse_qsl(query, keep_blank_values=True)) or None,
+        )
     else:
         agent = f"jevper-serve/{__version__}"
         try:

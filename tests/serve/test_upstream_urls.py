@@ -123,3 +123,26 @@ def test_the_command_line_refuses_the_combination_with_status_2(capsys: pytest.C
     assert main(argv) == 2
     said = capsys.readouterr().err
     assert "--upstream-api-key: expected" in said and "s3cret" not in said and "sk-upstream" not in said
+
+
+def test_a_messages_upstream_with_a_query_string_sends_the_route_before_the_query(
+    recorder: tuple[str, Seen],
+) -> None:
+    # Asked through the anthropic SDK, whose base URL is the server's root: the query goes as its
+    # default_query. The recorder's answer is not a Messages body; only the request line matters here.
+    from jevper import JevperError
+    from jevper.serve.app import upstream_client
+
+    host, seen = recorder
+    config = GatewayConfig(upstream=f"http://{host}/v1?api-version=2024-10-21", model="m", api="messages")
+
+    async def run() -> None:
+        client = upstream_client(config)
+        try:
+            with pytest.raises(JevperError):
+                await client.system_one(state="I was charged twice.", questions={"q": Noul("Angry?")})
+        finally:
+            await client._client.close()  # type: ignore[attr-defined]
+
+    asyncio.run(run())
+    assert seen.targets[0] == "/v1/messages?api-version=2024-10-21"
