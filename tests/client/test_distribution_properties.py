@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jevper import Choice, ChoiceAnswer, Score, ScoreAnswer
+from jevper import Choice, ChoiceAnswer, MalformedAnswerError, Score, ScoreAnswer
 from jevper._ask import ask
-from jevper._distribution import make_answer
+from jevper._distribution import clamped, make_answer, renormalised, rescaled
 from jevper._readout import anchored_index, read_labels
 from jevper._wire import TokenLogprob, WireResult, WireUsage
 
@@ -70,3 +71,28 @@ def test_the_tail_anchor_points_at_a_token_that_starts_the_answer(prefix: list[s
     index = anchored_index(tokens, answer)
     assert index is not None
     assert "".join(t.token for t in tokens[index:]).strip().startswith(answer)
+
+
+@given(st.lists(weights, min_size=1, max_size=10).filter(lambda ws: sum(ws) > 0))
+def test_renormalised_weights_sum_to_one_in_their_order_and_keep_their_ratios(
+    raw_weights: list[float],
+) -> None:
+    p = renormalised(raw_weights)
+    assert math.isclose(sum(p), 1.0, rel_tol=1e-9)
+    top = max(range(len(raw_weights)), key=raw_weights.__getitem__)
+    assert max(range(len(p)), key=p.__getitem__) == top
+    assert all(0.0 <= x <= 1.0 for x in p)
+
+
+@pytest.mark.parametrize("values", [[0.5, -0.1], [0.5, math.nan], [0.5, math.inf], [0.0, 0.0], []], ids=str)
+def test_what_is_no_distribution_is_never_renormalised_into_one(values: list[float]) -> None:
+    # The one renormalising refuses, each caller in its own words: no mass is not a uniform answer.
+    with pytest.raises(ValueError, match=r"^expected "):
+        renormalised(values)
+    with pytest.raises(MalformedAnswerError, match="expected some probability mass on the options"):
+        rescaled({str(i): v for i, v in enumerate(values)})
+
+
+def test_clamped_holds_a_value_within_its_bounds() -> None:
+    assert (clamped(-0.2), clamped(1.3), clamped(0.4)) == (0.0, 1.0, 0.4)
+    assert clamped(0.0, 1e-12, 1 - 1e-12) == 1e-12

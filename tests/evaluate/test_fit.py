@@ -11,7 +11,7 @@ from jevper.calibration import top_label
 from jevper.evaluate import Calibrator, accuracy, fit, fit_platt, fit_temperature, mean_prior, reliability
 from jevper.evaluate._evaluation import methods_for
 from jevper.evaluate._fit import T_RANGE, fit_beta, fit_top
-from jevper.evaluate._select import choose, folds, held_out
+from jevper.evaluate._select import choose, folds, held_out, out_of_fold
 
 
 def softmax(x: np.ndarray) -> np.ndarray:
@@ -111,6 +111,21 @@ def test_the_folds_cover_every_row_once_and_repeat_for_a_seed() -> None:
     dealt = folds(23, 5, seed=4)
     assert sorted(i for fold in dealt for i in fold) == list(range(23))
     assert dealt == folds(23, 5, seed=4) != folds(23, 5, seed=5)
+
+
+def test_a_rows_held_out_prediction_does_not_depend_on_its_own_label() -> None:
+    # Held out means fit without the row: its own gold label, changed, changes nothing of its prediction
+    # (through the folds of out_of_fold, and through held_out's outer folds and inner choice alike).
+    rng = np.random.default_rng(5)
+    said = rows_of(softmax(rng.normal(scale=3.0, size=(40, 3))))
+    gold = drawn(softmax(np.log(np.array(said)) / 2.0), rng)
+    methods = ("identity", "temperature", "prior_temperature")
+    scored = out_of_fold("temperature", said, gold, 4)
+    predicted, _ = held_out(methods, said, gold, 4)
+    for row in (0, 17, 39):
+        other = [*gold[:row], (gold[row] + 1) % 3, *gold[row + 1 :]]
+        assert out_of_fold("temperature", said, other, 4)[row] == scored[row]
+        assert held_out(methods, said, other, 4)[0][row] == predicted[row]
 
 
 def test_an_overconfident_model_gets_a_temperature_and_a_lower_held_out_ece() -> None:
