@@ -180,8 +180,9 @@ def parser() -> argparse.ArgumentParser:
         "--review-below",
         type=float,
         metavar="P",
-        help="also write the rows whose confidence (the lowest top probability over their questions) is "
-        "below P to OUTPUT's <stem>.review.<ext>, in its format (default: none)",
+        help="also write the rows whose top probability (the lowest over their questions; not the answers' "
+        "confidence, which rescales it) is below P to OUTPUT's <stem>.review.<ext>, in its format "
+        "(default: none)",
     )
     return p
 
