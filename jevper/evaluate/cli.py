@@ -491,6 +491,12 @@ def _binding(
         _missing(missing, why)
     option_orders = args.option_orders
     if recorded is not None:
+        if recorded.get("calibration"):
+            raise ConfigError(
+                f"--fit: expected the model's own answers, but --answers {answers} record a calibration "
+                f"applied to them ({recorded['calibration']}); a calibration fit on them would not apply to "
+                "the model's answers: fit on answers asked without --calibration"
+            )
         digest = prompt_digest(given)
         if recorded.get("prompt_digest") not in (None, digest):
             raise ConfigError(

@@ -116,3 +116,33 @@ def test_fit_asking_a_server_itself_binds_what_answered_without_method_or_api(
     assert "missing ['--server', '--release']" in said and "--method" not in said.split("missing")[1][:40]
     assert "auto is taken as what the answers record" in said
     assert len(faults.log) == sent
+
+
+def test_fit_on_answers_a_calibration_was_applied_to_is_refused(
+    faults: FaultServer, tickets: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = tmp_path / "first"
+    asking = [
+        str(tickets),
+        "--questions",
+        str(QUESTIONS),
+        "--base-url",
+        f"{faults.base_url()}={faults.model}",
+    ]
+    assert main([*asking, "--out", str(first), "--fit", *SERVER]) == 0
+    calibrated = tmp_path / "calibrated.parquet"
+    asked = [str(tickets), str(calibrated), "--questions", str(QUESTIONS), "--no-progress"]
+    calibration = ["--calibration", str(first / "calibration.json")]
+    assert batch([*asked, "--base-url", f"{faults.base_url()}={faults.model}", *calibration]) == 0
+    capsys.readouterr()
+    common = [
+        str(tickets),
+        "--questions",
+        str(QUESTIONS),
+        "--answers",
+        str(calibrated),
+        "--out",
+        str(tmp_path / "e"),
+    ]
+    assert main([*common, "--fit", *SERVER]) == 2
+    assert "record a calibration applied to them" in capsys.readouterr().err
