@@ -65,10 +65,16 @@ def run_engine(
     run = Parts(output, folder=output.with_name(f"{output.name}.{engine}-run"))
     if engine == "ray":
         # Checked before Ray starts: a resume that asks other questions, or of another model, is refused.
+        fresh = not run.folder.exists()
         run.start(manifest(source, BatchClassifier(questions, servers, **options)), resume=resume)
         from jevper.batch import ray as engine_ray
 
-        engine_ray.init(address)
+        try:
+            engine_ray.init(address)
+        except ConfigError:
+            if fresh:  # nothing was asked: the same command runs again without --resume
+                shutil.rmtree(run.folder, ignore_errors=True)
+            raise
         engine_ray.classify_files(
             source, parts, questions, servers, checkpoint=checkpoint, actors=workers or 1, **options
         )
