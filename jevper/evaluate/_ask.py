@@ -17,7 +17,8 @@ from typing import Any
 from jevper._atomic import replacing, write_atomically
 from jevper.batch import BatchClassifier, Server
 from jevper.batch._files import Input, Writer
-from jevper.batch._local import Tally, progress_line
+from jevper.batch._local import Tally, progress_line, provenance
+from jevper.batch._provenance import record
 from jevper.batch._schema import Row
 from jevper.evaluate._fit import mean_prior
 from jevper.evaluate._labels import distributions_by_row, read_table
@@ -46,9 +47,11 @@ async def ask(
     method: str = "auto",
     option_orders: int = 1,
     requests: RequestCount | None = None,
+    server: Mapping[str, str | None] | None = None,
 ) -> Path:
     """Every row of ``labelled`` asked every question; the batch's output written to ``output`` (Parquet),
-    whole or not at all. ``requests`` counts the requests sent. The progress is said on stderr as the
+    whole or not at all, with its provenance (``server``: the kind and release the server stated).
+    ``requests`` counts the requests sent. The progress is said on stderr as the
     batch says it (``Progress``)."""
     source = Input(labelled)
     checked = source.check(id_column)
@@ -69,6 +72,7 @@ async def ask(
             try:
                 for batch in source.batches(BATCH_ROWS):
                     writer.write(await classifier.classify_rows(batch, on_row=progress.heard))
+                record(writer, output, provenance(classifier, server))
             finally:
                 writer.close()
     finally:
