@@ -11,7 +11,7 @@ from collections.abc import Generator, Mapping
 from typing import Any
 
 from jevper._ask import instructions
-from jevper._distribution import choice_confidence
+from jevper._distribution import choice_confidence, clamped
 from jevper._errors import JevperError, ProviderError
 from jevper._failure import judge
 from jevper._json import Json
@@ -141,12 +141,13 @@ def question_body(question: Question) -> dict[str, Any]:
 def _answer(question: Question, given: Mapping[str, Any]) -> Answer:
     """A validated System One answer as the public answer; the server's own numbers are kept."""
     if isinstance(question, Noul):
-        yes = _unit(given["noul"])
+        # The reader let these through within float noise of [0, 1]: held inside it.
+        yes = clamped(given["noul"])
         no = 1.0 - yes
         return NoulAnswer(
             yes, {"yes": yes, "no": no}, choice_confidence([yes, no]), METHOD, systemone.SURFACE
         )
-    confidence = _unit(given["confidence"])
+    confidence = clamped(given["confidence"])
     if isinstance(question, Choice):
         probabilities = {option: float(given["probabilities"][option]) for option in question.options}
         return ChoiceAnswer(given["choice"], probabilities, confidence, METHOD, systemone.SURFACE)
@@ -159,8 +160,3 @@ def _answer(question: Question, given: Mapping[str, Any]) -> Answer:
         METHOD,
         systemone.SURFACE,
     )
-
-
-def _unit(value: float) -> float:
-    """A number the reader let through within float noise of [0, 1], inside it."""
-    return min(1.0, max(0.0, float(value)))

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from jevper._distribution import clamped, renormalised
 from jevper.decisions.rules import DecisionQuestion
 from jevper.models import Answer, ChoiceAnswer, NoulAnswer, ScoreAnswer, Usage
 
@@ -180,14 +181,14 @@ def answered(question: DecisionQuestion, answer: Answer) -> DecisionAnswer:
     """jevper's answer to ``question.question`` in the Decisions API's terms; probabilities sum to 1."""
     name = question.name
     if isinstance(answer, NoulAnswer):
-        return DecisionPredicate(_unit(answer.noul), name)
+        return DecisionPredicate(clamped(answer.noul), name)
     if isinstance(answer, ChoiceAnswer):
         options = question.question.options
         shares = _distribution([answer.probabilities.get(option, 0.0) for option in options])
         peak = options.index(answer.choice) if answer.choice in options else shares.index(max(shares))
         return DecisionChoice(
             question.values[peak],
-            _unit(answer.confidence),
+            clamped(answer.confidence),
             tuple(ChoiceProbability(v, p) for v, p in zip(question.values, shares, strict=True)),
             name,
         )
@@ -195,7 +196,7 @@ def answered(question: DecisionQuestion, answer: Answer) -> DecisionAnswer:
     shares = _distribution([answer.probabilities.get(i, 0.0) for i in range(len(question.labels))])
     return DecisionScore(
         sum(i * p for i, p in enumerate(shares)),
-        _unit(answer.confidence),
+        clamped(answer.confidence),
         tuple(
             LevelProbability(i, label, p)
             for i, (label, p) in enumerate(zip(question.labels, shares, strict=True))
@@ -245,13 +246,7 @@ def _from_api(answer: Mapping[str, Any]) -> DecisionAnswer:
 
 
 def _distribution(values: Sequence[float]) -> list[float]:
-    """The probabilities as given when they sum to 1, else scaled to (a model's own numbers may not)."""
-    clipped = [max(0.0, float(value)) for value in values]
-    total = sum(clipped)
-    if total <= 0:
-        return [1.0 / len(clipped)] * len(clipped)
-    return clipped if abs(total - 1.0) <= 1e-9 else [value / total for value in clipped]
-
-
-def _unit(value: float) -> float:
-    return min(1.0, max(0.0, float(value)))
+    """The probabilities as given when they sum to 1 (the server's own figures, kept), else renormalised
+    (``normalize_probabilities=False`` keeps a model's own numbers, which may not)."""
+    given = [float(value) for value in values]
+    return given if abs(sum(given) - 1.0) <= 1e-9 else list(renormalised(given))
