@@ -35,10 +35,10 @@ from _report import ROOT, Figure, Section, load_average
 from openai import OpenAI
 
 from jevper import SystemOneClient
+from jevper._atomic import write_atomically
 from jevper._distribution import choice_confidence
 from jevper.batch import BatchClassifier, Server
 from jevper.evaluate._ask import ask, content_free, content_free_prior, rotations
-from jevper.evaluate._calibration import write_atomically
 from jevper.evaluate._report import html
 from jevper.evaluate._run import evaluate_files, read_questions
 from jevper.servers.llamacpp import SERVED_MODELS, slot_args, spawn_llamacpp
@@ -450,16 +450,17 @@ def _figures(q: dict[str, Any]) -> dict[str, Any]:
 
 
 def _ece_floor(bins: list[dict[str, Any]], draws: int = 2000) -> float:
-    """The mean ECE a perfectly calibrated model would show with these bins' rows and confidences: each
-    bin's accuracy drawn as its count of Bernoulli(confidence) answers. ECE over few rows is biased up."""
+    """The mean ECE a perfectly calibrated model would show with these bins' rows and top probabilities:
+    each bin's accuracy drawn as its count of Bernoulli(top probability) answers. ECE over few rows is
+    biased up. A metrics.json of version 1 named the bins' mean ``confidence``."""
     rng = random.Random(0)
-    filled = [(b["count"], b["confidence"]) for b in bins if b["count"]]
+    filled = [(b["count"], b.get("top_probability", b.get("confidence"))) for b in bins if b["count"]]
     n = sum(count for count, _ in filled)
     total = 0.0
     for _ in range(draws):
-        for count, confidence in filled:
-            right = sum(rng.random() < confidence for _ in range(count))
-            total += abs(right / count - confidence) * count / n
+        for count, top in filled:
+            right = sum(rng.random() < top for _ in range(count))
+            total += abs(right / count - top) * count / n
     return total / draws
 
 
