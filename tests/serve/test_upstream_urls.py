@@ -48,7 +48,7 @@ def recorder() -> Iterator[tuple[str, Seen]]:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield f"127.0.0.1:{server.server_address[1]}", seen
@@ -145,4 +145,4 @@ def test_a_messages_upstream_with_a_query_string_sends_the_route_before_the_quer
             await client._client.close()  # type: ignore[attr-defined]
 
     asyncio.run(run())
-    assert seen.targets[0] == "/v1/messages?api-version=2024-10-21"
+    assert seen.targets == ["/v1/messages?api-version=2024-10-21"]
