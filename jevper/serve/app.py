@@ -171,18 +171,23 @@ class Gateway:
         checked = loop.time()
         while True:
             await asyncio.sleep(self.config.recheck_s)
-            failing = self.pool.failing()
-            for spec in failing:
-                answered = await _reached(http, spec.base_url)
-                if isinstance(answered, int):
-                    log.info("upstream %s answers again (GET /models %d): in", shown(spec.base_url), answered)
-                    self.pool.restore(spec.base_url)
-            if loop.time() - checked >= self.config.check_s:
-                checked = loop.time()
-                out = {spec.base_url for spec in failing}
-                for spec in self._specs():
-                    if spec.base_url not in out:
-                        await self._check_in(http, spec)
+            try:
+                failing = self.pool.failing()
+                for spec in failing:
+                    answered = await _reached(http, spec.base_url)
+                    if isinstance(answered, int) and answered < 500:
+                        log.info(
+                            "upstream %s answers again (GET /models %d): in", shown(spec.base_url), answered
+                        )
+                        self.pool.restore(spec.base_url)
+                if loop.time() - checked >= self.config.check_s:
+                    checked = loop.time()
+                    out = {spec.base_url for spec in failing}
+                    for spec in self._specs():
+                        if spec.base_url not in out:
+                            await self._check_in(http, spec)
+            except Exception:  # the checks go on: an upstream left out is still asked after its cool-down
+                log.exception("checking the upstreams failed unexpectedly")
 
     async def _check_in(self, http: httpx.AsyncClient, spec: Upstream) -> None:
         """An upstream that is in and cannot be reached is taken out (its requests would fail on it)."""
@@ -517,7 +522,7 @@ async def _reached(http: httpx.AsyncClient, base_url: str) -> int | BaseExceptio
         answered = await http.get(joined(base_url, "/models"))
     except (httpx.ConnectTimeout, httpx.NetworkError, httpx.ProxyError, httpx.UnsupportedProtocol) as down:
         return ServerUnreachableError(f"{type(down).__name__}: {down or 'no answer'}")
-    except httpx.HTTPError:
+    except (httpx.HTTPError, httpx.InvalidURL):
         return None
     if answered.status_code in (502, 503, 504):
         return ServerUnreachableError(f"HTTP {answered.status_code}")
