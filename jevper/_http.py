@@ -14,7 +14,10 @@ dropped on a redirect to another origin), compressed bodies (what it can decode,
 key that could not travel as a header refused before any byte is sent, a request sent once more when a
 kept connection closed under it, an error status raised with ``status_code`` and a ``response`` as the
 SDKs raise it (so the one wording table reads it and ``Retry-After`` is honoured), and aiohttp's
-failures as the connection errors and timeouts jevper._transport tells apart.
+failures as the connection errors and timeouts jevper._transport tells apart. A base URL's query string
+follows every route (``http://h/v1?api-version=x`` asks ``/v1/chat/completions?api-version=x``); its
+user name and password go as basic auth, and together with an API key are refused when the client is
+made. Every message names the URL without either, nor the query's values (``_failure.redacted_url``).
 
 The session's own ``trust_env`` is off: it reads the environment and ``~/.netrc`` on a thread at every
 request, and a netrc entry for the server's host makes it refuse every request that carries the key.
