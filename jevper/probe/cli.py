@@ -78,6 +78,13 @@ def record_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", type=Path, help="write fixtures/<key>/ and reports/ here (default: the repository)"
     )
+    parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="record a release the destination already holds again, in the old recording's place (without "
+        "it, a run of every probe over an existing recording is refused before anything is sent; an --only "
+        "run merges into it)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the requests; no network")
     parser.add_argument("--spawn", action="store_true", help="start the server on a free loopback port")
     spawners = {p.name: load_spawner(p.spawner, p.name) for p in load_presets().values() if p.spawner}
@@ -185,7 +192,9 @@ class _Run:
             release=None if server else self.args.release,
             server=server,
         )
-        check_merge(self.layout, target.key, preset.model, whole=is_whole(probes, self.catalogue))
+        whole = is_whole(probes, self.catalogue)
+        check_replace(self.layout, target.key, whole=whole, replace=self.args.replace)
+        check_merge(self.layout, target.key, preset.model, whole=whole)
         print(f"probing {target.key} at {preset.base_url} ({len(probes)} probes, model {preset.model})")
         report = record(
             target,
@@ -230,6 +239,16 @@ class _Run:
             mode="record",
             status=status,
             command=self.command,
+        )
+
+
+def check_replace(layout: Layout, key: str, *, whole: bool, replace: bool) -> None:
+    """Refuse, before anything is sent, a whole run that would take the place of a recording without
+    --replace: recording a release again must not lose the earlier recording without a word."""
+    if whole and not replace and layout.holds(key):
+        raise MergeError(
+            f"{key} is already recorded in {layout.fixture_dir(key)}: pass --replace to record it again in "
+            "its place, or --out DIR to record it elsewhere"
         )
 
 

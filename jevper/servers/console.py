@@ -67,13 +67,15 @@ def outliving_reader() -> Iterator[None]:
         sys.stdout, sys.stderr = out, err
 
 
+def install_command(extra: str) -> str:
+    """The README's install command for ``extra``: the registry's ``jevper`` is another project, so
+    never ``pip install 'jevper[...]'``; the extra pins what it installs."""
+    return f"pip install -e '.[{extra}]' in a checkout of jevper (the registry's jevper is another project)"
+
+
 def missing_extra(what: str, extra: str, module: str) -> str:
-    """The one line that says ``what`` needs ``extra`` (``module`` is missing) and the README's install
-    command: the registry's ``jevper`` is another project, so never ``pip install 'jevper[...]'``."""
-    return (
-        f"{what} needs the '{extra}' extra ({module} is not installed): pip install -e '.[{extra}]' in a "
-        "checkout of jevper (the registry's jevper is another project)"
-    )
+    """The one line that says ``what`` needs ``extra`` (``module`` is missing) and how to install it."""
+    return f"{what} needs the '{extra}' extra ({module} is not installed): {install_command(extra)}"
 
 
 def running_command() -> str | None:

