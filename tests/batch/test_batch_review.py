@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from _batch_data import QUESTIONS
 
+from jevper import ConfigError
 from jevper.batch._core import as_questions
 from jevper.batch._files import Writer, format_of
 from jevper.batch._review import review_path, row_top_probability, write_review
@@ -93,6 +94,17 @@ def test_a_rows_confidence_is_its_least_sure_answers_top_probability_in_every_fo
     assert row_top_probability(flat, ["topic", "urgent"]) == pytest.approx(0.7)
     assert row_top_probability({"topic": None, "urgent": None}, ["topic", "urgent"]) is None
     assert row_top_probability({"topic.probabilities": "", "urgent.noul": ""}, ["topic", "urgent"]) is None
+
+
+def test_an_output_edited_into_an_impossible_answer_is_refused_naming_its_row(tmp_path: Path) -> None:
+    made = output(tmp_path / "out.jsonl")
+    lines = made.read_text().splitlines()
+    edited = json.loads(lines[2])
+    edited["urgent"]["noul"] = 1.4
+    made.write_text("\n".join([*lines[:2], json.dumps(edited), *lines[3:]]) + "\n")
+    with pytest.raises(ConfigError, match=r"--review-below: OUTPUT .*out.jsonl, row 3: expected the yes/no"):
+        write_review(made, QIDS, 0.7)
+    assert not review_path(made).exists()
 
 
 def run(tmp_path: Path, server: str, *more: str) -> int:
