@@ -21,8 +21,8 @@ from jevper._prompt import StateTurns, state_turns
 from jevper._trace import Prefill, QuestionTrace, Route, Trace
 from jevper._usage import total
 from jevper._wire import decisions
-from jevper.models import State, SystemOneResponse
-from jevper.questions import Question, as_question
+from jevper.models import Example, State, SystemOneResponse
+from jevper.questions import Choice, Noul, Question, as_question
 
 
 @dataclass(frozen=True)
@@ -61,13 +61,15 @@ class BaseClient:
                 "client it was given is not closed by it and can be handed to the new one)"
             )
 
-    def _plan(self, state: State, questions: Mapping[str, object], overrides: Overrides) -> Plan:
+    def _plan(
+        self, state: State, questions: Mapping[str, object], overrides: Overrides, model: str | None = None
+    ) -> Plan:
         self._check_open()
         if not isinstance(questions, Mapping) or not questions:
             raise InvalidQuestionError(
                 f"questions: expected a non-empty mapping of question id to question, got {questions!r:.80}"
             )
-        options = self._options.overridden(overrides)
+        options = self._options.overridden(overrides, model)
         if options.api == decisions.SURFACE:
             raise InvalidQuestionError(
                 f"api={options.api!r}: expected decisions.create(), because POST /v1/decisions takes "
@@ -78,6 +80,18 @@ class BaseClient:
             (_json.text(f"questions[{qid!r}]", str(qid)), as_question(str(qid), q))
             for qid, q in questions.items()
         )
+        if options.noul_requires_question:
+            unasked = [qid for qid, q in asked if isinstance(q, Noul) and not q.instructions]
+            if unasked:
+                raise InvalidQuestionError(
+                    f"questions[{unasked[0]!r}]: expected a Noul with instructions (the question to "
+                    "answer yes or no), because the client was made with noul_requires_question=True; "
+                    "give instructions=, or make the client with noul_requires_question=False",
+                    loc=("questions", unasked[0], "instructions"),
+                    problem="expected instructions",
+                )
+        if any(example.answer is not None for example in options.examples):
+            options = replace(options, examples=fitted(options.examples, asked))
         return Plan(options, state_turns(state), asked, _json.checked("state", state))
 
     def _assemble(self, plan: Plan, answered: Sequence[Answered]) -> SystemOneResponse:
@@ -100,11 +114,33 @@ class BaseClient:
             {qid: question_trace(one) for (qid, _), one in zip(plan.questions, answered, strict=True)},
             limits,
             route,
+            tuple(plan.options.extra_headers),
         )
         usage = total(r for one in answered for r in one.trail.results)
         return SystemOneResponse(
             answers=answers, usage=usage, reasoning=reasoning, debug=trace.to_dict(), model=model
         )
+
+
+def fitted(examples: Sequence[Example], questions: Sequence[tuple[str, Question]]) -> tuple[Example, ...]:
+    """Examples given with one ``answer`` in a plain list, as examples of every question of the call the
+    answer fits: an option of a choice, a bool for a noul, a level index of a score."""
+    fitting = []
+    for example in examples:
+        if example.answer is None:
+            fitting.append(example)
+            continue
+        answers = {qid: example.answer for qid, question in questions if fits(question, example.answer)}
+        fitting.append(replace(example, answers={**answers, **example.answers}, answer=None))
+    return tuple(fitting)
+
+
+def fits(question: Question, answer: object) -> bool:
+    if isinstance(question, Choice):
+        return isinstance(answer, str) and answer in question.options
+    if isinstance(question, Noul):
+        return isinstance(answer, bool)
+    return isinstance(answer, int) and not isinstance(answer, bool) and 0 <= answer < len(question.criteria)
 
 
 def in_orders(plan: Plan) -> Plan:

@@ -8,13 +8,17 @@ Every error the library raises on purpose is a ``JevperError``; the tree is shal
      │    └── CalibrationMismatchError   a calibration applied to answers it was not fit for; names
      │                                   the field that differs
      ├── InvalidQuestionError    the question, or a setting it is asked with, cannot be sent as given
-     │    └── InvalidDecisionError   a Decisions request (OpenAI's schema) breaks its rules; names the param
+     │    ├── InvalidDecisionError    a Decisions request (OpenAI's schema) breaks its rules; names the param
+     │    ├── UnsupportedMethodError  a method the chosen surface cannot read an answer with
+     │    └── ClientCapabilityError   a field the chosen route cannot carry (examples on System One)
      ├── LabelReadoutError       the model answered prose where a label was asked for (after one retry),
      │                           or the server returned no distribution to read a label from
-     ├── IncompleteAnswerError   the server says the answer was cut off; names the budget field to raise
      ├── MalformedAnswerError    a body or an answer that does not fit what was asked for
      └── ProviderError           the server (or the connection to it) refused; carries the HTTP status
-                                 and the server's own words
+          │                      (``status_code``) and the server's own words
+          ├── ModelRefusalError       the model declined to answer (a refusal, a content filter); never
+          │                           asked again as if the answer were malformed
+          └── IncompleteAnswerError   the server says the answer was cut off; names the budget field to raise
 
 Each message says what was expected, what arrived, and what to do about it.
 """
@@ -25,6 +29,7 @@ from typing import TypeAlias
 
 __all__ = [
     "CalibrationMismatchError",
+    "ClientCapabilityError",
     "ConfigError",
     "IncompleteAnswerError",
     "InvalidDecisionError",
@@ -32,7 +37,9 @@ __all__ = [
     "JevperError",
     "LabelReadoutError",
     "MalformedAnswerError",
+    "ModelRefusalError",
     "ProviderError",
+    "UnsupportedMethodError",
 ]
 
 
@@ -104,20 +111,18 @@ class InvalidDecisionError(InvalidQuestionError):
         }
 
 
+class UnsupportedMethodError(InvalidQuestionError):
+    """A ``method`` the chosen surface cannot read an answer with (``logprobs`` where no logprobs travel;
+    any method on a native route, which reads its answers itself). Names the methods that would work."""
+
+
+class ClientCapabilityError(InvalidQuestionError):
+    """A field the chosen route cannot carry (examples, a thinking budget or several option orders on
+    System One). Names the field to drop, or the route that carries it."""
+
+
 class LabelReadoutError(JevperError):
     """No label could be read at the answer token: prose, a missing distribution, or no anchor."""
-
-
-class IncompleteAnswerError(JevperError):
-    """The server reports that the answer was cut off by a budget.
-
-    ``field`` names the request field to raise (``max_tokens``, ``max_output_tokens``).
-    """
-
-    def __init__(self, message: str, *, field: str | None = None, finish: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
-        self.finish = finish
 
 
 class MalformedAnswerError(JevperError):
@@ -127,9 +132,11 @@ class MalformedAnswerError(JevperError):
 class ProviderError(JevperError):
     """The server refused the request, or could not be reached.
 
-    ``status`` is the HTTP status (``None`` for a connection failure or a 200 carrying an error) and
-    ``server_message`` the server's own words, unedited. ``retry_after`` is the wait in seconds the
-    server asked for (its ``Retry-After``), when it asked for one.
+    ``status`` is the HTTP status (``None`` for a connection failure) and ``server_message`` the server's
+    own words, unedited. ``status_code`` is the status of the failure itself: the HTTP status, or, for a
+    200 whose body carries an upstream's error (as routers send), the code that error names when it names
+    one. ``retry_after`` is the wait in seconds the server asked for (its ``Retry-After``), when it asked
+    for one.
     """
 
     def __init__(
@@ -142,6 +149,7 @@ class ProviderError(JevperError):
         field: str | None = None,
         retry_after: float | None = None,
         param: str | None = None,
+        status_code: int | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -154,3 +162,30 @@ class ProviderError(JevperError):
         self.retry_after = retry_after
         #: the ``param`` of OpenAI's error envelope, as the server sent it (``questions[3].levels``)
         self.param = param
+        #: the failure's status: ``status``, or the code a 200 body's embedded error names
+        self.status_code = status if status_code is None else status_code
+        #: the server's ``x-should-retry`` header: True or False when it sent one
+        self.should_retry: bool | None = None
+
+
+class ModelRefusalError(ProviderError):
+    """The model declined to answer: the response carries a ``refusal``, a ``content_filter`` finish
+    (Chat Completions) or a ``refusal`` stop reason (Messages). The request was answered, so it is
+    never retried, nor asked again as if the answer were malformed; ``server_message`` holds the model's
+    own words when it gave some, ``finish`` the finish or stop reason."""
+
+    def __init__(self, message: str, *, server_message: str, finish: str | None = None) -> None:
+        super().__init__(message, status=200, server_message=server_message, kind="refusal")
+        self.finish = finish
+
+
+class IncompleteAnswerError(ProviderError):
+    """The server reports that the answer was cut off by a budget.
+
+    ``field`` names the request field to raise (``max_tokens``, ``max_output_tokens``); ``finish`` is
+    the finish or stop reason the server gave. Answered, not failed: never retried as "not now".
+    """
+
+    def __init__(self, message: str, *, field: str | None = None, finish: str | None = None) -> None:
+        super().__init__(message, status=200, server_message=finish or "", kind="incomplete", field=field)
+        self.finish = finish

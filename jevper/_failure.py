@@ -26,18 +26,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from jevper._errors import ProviderError
+from jevper._errors import ConfigError, IncompleteAnswerError, ModelRefusalError, ProviderError
 
 __all__ = [
     "JITTER",
     "RETRY_AFTER_CAP_S",
     "Failure",
+    "RetryPolicy",
     "connection_failure",
     "judge",
     "redacted_url",
     "retry_after",
     "retry_delay",
     "server_failure",
+    "should_retry",
 ]
 
 #: What a failure says about the server: ``down`` (take it out for a while), ``busy`` (it asked to wait).
@@ -50,9 +52,11 @@ RETRY_AFTER_CAP_S = 30.0
 #: How far the delays of retries that would fall together are spread: questions of one call that meet
 #: the same 429 would otherwise all come back at the same instant, and meet it again.
 JITTER = 0.25
-#: The backoff without a Retry-After: BACKOFF_S, doubled with each retry, up to BACKOFF_CAP_S.
+#: The backoff without a Retry-After: BACKOFF_S, tripled with each retry, up to BACKOFF_CAP_S.
 BACKOFF_S = 0.5
 BACKOFF_CAP_S = 8.0
+#: The most retries a policy may ask for: a request is never asked more than this many times again.
+MAX_RETRIES = 10
 
 #: "Not now" from a server that answered: it is down (a proxy or the server says it cannot answer) or
 #: busy (it asked the client to come back). A 503 with a Retry-After is busy.
@@ -98,26 +102,93 @@ class Failure:
     wait: float | None
 
 
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently a request is asked again after a transient failure: a 408, 409, 429,
+    502, 503 or 504, a refused or reset connection, or an answer whose ``x-should-retry: true`` header
+    asks for it (``false`` forbids a retry whatever the status).
+
+    ``n_retries`` is how many times (0: fail on the first such answer). Before retry number n+1 the
+    client waits ``min(base_delay * 3**n, max_delay)`` seconds, shortened by up to JITTER so the
+    questions of one call do not all come back at once; with ``respect_retry_after`` a ``Retry-After``
+    (seconds or an HTTP date) or ``retry-after-ms`` header replaces that wait (stretched by up to JITTER,
+    never shorter), and a server asking for more than RETRY_AFTER_CAP_S gets its error reported at once
+    instead of a wait. A timeout is not retried: it has already cost the call its whole budget.
+    """
+
+    n_retries: int = 2
+    base_delay: float = BACKOFF_S
+    max_delay: float = BACKOFF_CAP_S
+    respect_retry_after: bool = True
+
+    def __post_init__(self) -> None:
+        n = self.n_retries
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_RETRIES:
+            raise ConfigError(
+                f"RetryPolicy.n_retries: expected an integer from 0 to {MAX_RETRIES}, got {n!r}; "
+                "0 fails on the first transient failure"
+            )
+        for name in ("base_delay", "max_delay"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+                raise ConfigError(f"RetryPolicy.{name}: expected a number of seconds >= 0, got {value!r}")
+            object.__setattr__(self, name, float(value))
+        object.__setattr__(self, "respect_retry_after", bool(self.respect_retry_after))
+
+    def backoff(self, attempt: int) -> float:
+        """The wait before retry number ``attempt + 1`` when the server named none, before jitter."""
+        return min(self.base_delay * 3.0 ** min(attempt, 64), self.max_delay)
+
+
+#: The policy of a client given none: the documented defaults.
+DEFAULT_POLICY = RetryPolicy()
+
 #: The call's own error.
 OWN = Failure(retry=False, server=None, wait=None)
+#: The ProviderErrors that are the server's answer, not its failure: the request was answered.
+ANSWERED = (ModelRefusalError, IncompleteAnswerError)
 
 
-def judge(error: BaseException, attempt: int = 0, rand: Callable[[], float] = random.random) -> Failure:
+def judge(
+    error: BaseException,
+    attempt: int = 0,
+    rand: Callable[[], float] = random.random,
+    policy: RetryPolicy = DEFAULT_POLICY,
+) -> Failure:
     """What ``error`` says: a ``ProviderError``, an error raised from one, or what a client raised.
 
-    ``attempt`` counts the retries made already (the backoff doubles with each); ``rand`` draws the
-    jitter, in [0, 1).
+    ``attempt`` counts the retries made already (the backoff grows with each, as ``policy`` says);
+    ``rand`` draws the jitter, in [0, 1).
     """
     cause = server_failure(error)
     if cause is None:
         kind: str | None = connection_failure(error)
-        status, asked = None, None
+        status, asked, told = None, None, None
     else:
-        kind, status, asked = cause.kind, cause.status, cause.retry_after
+        kind, status, asked, told = cause.kind, cause.status, cause.retry_after, cause.should_retry
+    if not policy.respect_retry_after:
+        asked = None
+    failure = _judged(kind, status, asked, attempt, rand, policy)
+    if told is None or told == failure.retry or kind == "timeout":
+        return failure
+    # The server's x-should-retry outranks what its status says.
+    if not told:
+        return Failure(retry=False, server=failure.server, wait=None)
+    return Failure(retry=True, server=failure.server, wait=retry_delay(attempt, asked, rand, policy))
+
+
+def _judged(
+    kind: str | None,
+    status: int | None,
+    asked: float | None,
+    attempt: int,
+    rand: Callable[[], float],
+    policy: RetryPolicy,
+) -> Failure:
     if kind == "timeout":
         return Failure(retry=False, server="down", wait=None)
     if kind == "unreachable":
-        return Failure(retry=True, server="down", wait=retry_delay(attempt, None, rand))
+        return Failure(retry=True, server="down", wait=retry_delay(attempt, None, rand, policy))
     if kind != _UNRECOGNISED or status is None:
         # The wording table knew it (a 501, a 4xx-like 500): the request's answer, whatever the status.
         return OWN
@@ -133,24 +204,42 @@ def judge(error: BaseException, attempt: int = 0, rand: Callable[[], float] = ra
         return OWN
     if asked is not None and asked > RETRY_AFTER_CAP_S:
         return Failure(retry=True, server=server, wait=None)
-    return Failure(retry=True, server=server, wait=retry_delay(attempt, asked, rand))
+    return Failure(retry=True, server=server, wait=retry_delay(attempt, asked, rand, policy))
 
 
-def retry_delay(attempt: int, retry_after: float | None, rand: Callable[[], float] = random.random) -> float:
+def retry_delay(
+    attempt: int,
+    retry_after: float | None,
+    rand: Callable[[], float] = random.random,
+    policy: RetryPolicy = DEFAULT_POLICY,
+) -> float | None:
     """Seconds to wait before retry number ``attempt + 1``: the server's Retry-After, stretched by up to
-    JITTER (never shorter than asked), or an exponential backoff, shortened by up to JITTER."""
+    JITTER (never shorter than asked; None past RETRY_AFTER_CAP_S: report the error instead), or the
+    policy's backoff, shortened by up to JITTER."""
     if retry_after is not None:
-        return retry_after * (1 + JITTER * rand())
-    return float(min(BACKOFF_S * 2**attempt, BACKOFF_CAP_S)) * (1 - JITTER * rand())
+        return None if retry_after > RETRY_AFTER_CAP_S else retry_after * (1 + JITTER * rand())
+    return policy.backoff(attempt) * (1 - JITTER * rand())
+
+
+def should_retry(error: BaseException) -> bool | None:
+    """The error's ``x-should-retry`` header (``true`` or ``false``), None when absent or another value."""
+    headers = getattr(getattr(error, "response", None), "headers", None)
+    try:
+        value = None if headers is None else headers.get("x-should-retry")
+    except (TypeError, AttributeError):
+        return None
+    return {"true": True, "false": False}.get(str(value).strip().lower()) if value is not None else None
 
 
 def server_failure(error: BaseException) -> ProviderError | None:
     """The ``ProviderError`` an error is, or was raised from (its ``__cause__`` chain), if any: the label
-    readout's corrective retry that found the server gone is a ``LabelReadoutError`` caused by one."""
+    readout's corrective retry that found the server gone is a ``LabelReadoutError`` caused by one. A
+    model that declined, or an answer cut off by its budget, is an answer the server gave, not its
+    failure."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
-        if isinstance(current, ProviderError):
+        if isinstance(current, ProviderError) and not isinstance(current, ANSWERED):
             return current
         seen.add(id(current))
         current = current.__cause__

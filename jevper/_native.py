@@ -12,7 +12,7 @@ from typing import Any
 
 from jevper._ask import instructions
 from jevper._distribution import choice_confidence, clamped
-from jevper._errors import JevperError, ProviderError
+from jevper._errors import JevperError, MalformedAnswerError, ProviderError
 from jevper._failure import judge
 from jevper._json import Json
 from jevper._memory import NATIVE, PROMPT, Memory, Note
@@ -20,7 +20,15 @@ from jevper._options import Options, native_only
 from jevper._routes import Fetch
 from jevper._trace import QuestionTrace, Route, Trace, each
 from jevper._wire import model_list, systemone
-from jevper.models import Answer, ChoiceAnswer, NoulAnswer, ScoreAnswer, SystemOneResponse, Usage
+from jevper.models import (
+    Answer,
+    ChoiceAnswer,
+    ModelMetadata,
+    NoulAnswer,
+    ScoreAnswer,
+    SystemOneResponse,
+    Usage,
+)
 from jevper.questions import Choice, Noul, Question
 
 #: The longest the model list may take: a cheap listing, asked once per model before its first call.
@@ -91,7 +99,7 @@ def answer(
     elif options.api != systemone.SURFACE:
         return None
     asked = {qid: question_body(question) for qid, question in questions}
-    body = systemone.build(options.model, state, asked, options.extra_body)
+    body = systemone.build(options.model, state, asked, {**carried(options), **options.extra_body})
     try:
         raw = yield Fetch("POST", systemone.ROUTE, body, options.model, options.timeout)
     except ProviderError as error:
@@ -113,9 +121,55 @@ def answer(
         each(list(answers), QuestionTrace(METHOD, systemone.SURFACE, 1, (why,))),
         {},
         None if note is None else Route(systemone.SURFACE, note.why),
+        tuple(options.extra_headers),
     )
-    usage = Usage(result.usage.prompt_tokens, result.usage.completion_tokens, None, requests=1)
+    usage = Usage(result.usage.prompt_tokens, result.usage.completion_tokens, n_calls=1)
     return SystemOneResponse(answers, usage, {}, trace.to_dict(), model=result.model or options.model)
+
+
+def carried(options: Options) -> dict[str, Any]:
+    """The options System One's body carries when set: the temperature, and Ollama's keep_alive."""
+    fields: dict[str, Any] = {}
+    if options.temperature is not None:
+        fields["temperature"] = options.temperature
+    if options.keep_alive is not None:
+        fields["keep_alive"] = options.keep_alive
+    return fields
+
+
+def listing(options: Options) -> Fetch:
+    """The request of ``list_models()``: GET /models, within the discovery's bound."""
+    return Fetch("GET", model_list.ROUTE, None, options.model, min(options.timeout, DISCOVERY_TIMEOUT))
+
+
+def listed(body: Mapping[str, Any]) -> list[ModelMetadata]:
+    """The models of a System One deployment's ``GET /v1/models`` body, ``{"models": [{"name", "description",
+    "release_date"}, ...]}``; any other shape is a MalformedAnswerError naming what arrived."""
+    models = body.get("models")
+    if not isinstance(models, list):
+        shape = "an OpenAI-style list ('data')" if isinstance(body.get("data"), list) else "no 'models' list"
+        raise MalformedAnswerError(
+            f"GET /models: expected a System One deployment's {{'models': [...]}}, got {shape} (keys "
+            f"{sorted(body)[:6]!r}); list_models() reads System One's model list — for an OpenAI-style "
+            "server's, ask its SDK (client.models.list())"
+        )
+    found = []
+    for i, entry in enumerate(models):
+        name = entry.get("name") if isinstance(entry, Mapping) else None
+        if not isinstance(name, str) or not name:
+            raise MalformedAnswerError(
+                f"GET /models: expected models[{i}] to be an object with a 'name', got {entry!r:.80}"
+            )
+        description = entry.get("description")
+        released = entry.get("release_date")
+        found.append(
+            ModelMetadata(
+                name,
+                description if isinstance(description, str) else "",
+                released if isinstance(released, str) else None,
+            )
+        )
+    return found
 
 
 def question_body(question: Question) -> dict[str, Any]:

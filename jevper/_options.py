@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypedDict
 
 from jevper import _json
-from jevper._errors import InvalidQuestionError
+from jevper._errors import ClientCapabilityError, ConfigError, InvalidQuestionError, UnsupportedMethodError
+from jevper._failure import RetryPolicy
 from jevper._prompt import checked_cache_key, state_turns
+from jevper._transport import PLAIN, Sending
 from jevper._wire import PROMPT_SURFACES, decisions, systemone
 from jevper.calibration import Calibration, loaded
 from jevper.models import APIS, METHODS, ClientApi, Example, Method, ReasoningConfig
@@ -26,7 +29,7 @@ DEFAULT_TIMEOUT = 60.0
 class Overrides(TypedDict, total=False):
     """What one ``system_one`` call may set for itself; ``None`` (or leaving it out) keeps the client's."""
 
-    examples: Sequence[Example | Mapping[str, Any]] | None
+    examples: Sequence[Example | Mapping[str, Any]] | Mapping[str, Sequence[Example]] | None
     method: str | None
     api: str | None
     extra_body: Mapping[str, Any] | None  # merged over the client's
@@ -35,6 +38,9 @@ class Overrides(TypedDict, total=False):
     reasoning: ReasoningConfig | None
     prefill: bool | None
     option_orders: int | None
+    temperature: float | None
+    keep_alive: str | int | None  # System One: how long the server keeps the model loaded (Ollama)
+    extras: Sequence[str] | None
 
 
 class ClientOptions(Overrides, total=False):
@@ -44,6 +50,12 @@ class ClientOptions(Overrides, total=False):
     max_concurrency: int
     timeout: float
     calibration: Calibration | str | os.PathLike[str] | None
+    extra_headers: Mapping[str, str] | None
+    retry: RetryPolicy | None
+    n_retry_malformed: int
+    structured_outputs: bool
+    noul_requires_question: bool | None
+    native: bool
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,26 @@ class Options:
     calibration: Calibration | None = None
     #: A choice asked with its options in this many orders, its answers averaged (``jevper._orders``)
     option_orders: int = 1
+    #: Sent as the request's temperature on every prompt surface and on System One; None sends none
+    temperature: float | None = None
+    #: Sent on every request (the model list and System One too); checked when made, never shown
+    extra_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    #: How often and how patiently a transient failure is retried (None: the SDK client's max_retries)
+    retry: RetryPolicy | None = None
+    #: How many corrective re-asks an unreadable label answer gets: 0 or 1
+    n_retry_malformed: int = 1
+    #: True only: the documented API's False (never a schema or a grammar) is not carried yet
+    structured_outputs: bool = True
+    #: True: a Noul without instructions is refused (None, the default, and False allow one)
+    noul_requires_question: bool | None = None
+    #: True: every call through the server's own System One route, as api="systemone"
+    native: bool = False
+    #: System One only: how long the server keeps the model loaded (Ollama's keep_alive)
+    keep_alive: str | int | None = None
+    #: The native route's extra answer fields (another server's idea; no route of ours carries one)
+    extras: tuple[str, ...] = ()
+    #: What travels with every request (headers, temperature, policy), made once from the fields above
+    sending: Sending = field(default=PLAIN, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model:
@@ -84,11 +116,32 @@ class Options:
             "prefill": bool(self.prefill),
             "calibration": None if self.calibration is None else loaded(self.calibration),
             "option_orders": checked_positive("option_orders", self.option_orders),
+            "temperature": checked_temperature(self.temperature),
+            "extra_headers": checked_headers(self.extra_headers),
+            "retry": checked_policy(self.retry),
+            "n_retry_malformed": checked_malformed_retries(self.n_retry_malformed),
+            "structured_outputs": checked_structured_outputs(self.structured_outputs),
+            "noul_requires_question": None
+            if self.noul_requires_question is None
+            else bool(self.noul_requires_question),
+            "native": bool(self.native),
+            "keep_alive": checked_keep_alive(self.keep_alive),
+            "extras": checked_extras(self.extras),
         }
         for name, value in checked.items():
             object.__setattr__(self, name, value)
+        if self.native:
+            if self.api not in ("auto", systemone.SURFACE):
+                raise ConfigError(
+                    f"native=True with api={self.api!r}: expected api='auto' or {systemone.SURFACE!r}, "
+                    "because native=True asks through the server's own System One route; drop one of them"
+                )
+            object.__setattr__(self, "api", systemone.SURFACE)
+        object.__setattr__(self, "sending", Sending(self.extra_headers, self.temperature, self.retry))
         if self.calibration is not None:
             checked_calibration(self, self.calibration)
+        if self.api in PROMPT_SURFACES:
+            prompt_only(self)
         if self.api == systemone.SURFACE:
             native_only(self)
         elif self.api == decisions.SURFACE:
@@ -101,12 +154,15 @@ class Options:
         given: dict[str, Any] = dict(options)
         return cls(model=model, **given)
 
-    def overridden(self, overrides: Overrides) -> Options:
-        """These options with a call's overrides; ``extra_body`` is merged over the client's."""
-        if not overrides:
+    def overridden(self, overrides: Overrides, model: str | None = None) -> Options:
+        """These options with a call's overrides (and its own ``model``); ``extra_body`` is merged over
+        the client's."""
+        if not overrides and model is None:
             return self
         _known(overrides, Overrides.__annotations__)
         given: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
+        if model is not None:
+            given["model"] = model
         if "extra_body" in given:
             given["extra_body"] = {**self.extra_body, **checked_extra_body(given["extra_body"])}
         return replace(self, **given) if given else self
@@ -118,25 +174,37 @@ def native_only(
     """What a native API (System One, ``api``) cannot carry is refused: a method, examples, a thinking
     budget. ``asked`` says how the call came to it."""
     if options.method != "auto":
-        raise InvalidQuestionError(
+        raise UnsupportedMethodError(
             f"{asked} with method={options.method!r}: expected method='auto', because {api} "
             f"reads its answers itself and takes no method; drop method=, or choose a chat surface "
             f"(api={_either(PROMPT_SURFACES)}) to pick one"
         )
     if options.examples:
-        raise InvalidQuestionError(
+        raise ClientCapabilityError(
             f"{asked} with {len(options.examples)} example(s): expected none, because {api} "
             "has no field for worked examples; drop examples=, or choose a chat surface"
         )
     if options.reasoning is not None:
-        raise InvalidQuestionError(
+        raise ClientCapabilityError(
             f"{asked} with reasoning=: expected none, because {api} has no thinking budget; "
             "drop reasoning=, or choose a chat surface"
         )
     if options.option_orders != 1:
-        raise InvalidQuestionError(
+        raise ClientCapabilityError(
             f"{asked} with option_orders={options.option_orders}: expected 1, because {api} asks each "
             "question once, in the order given; drop option_orders=, or choose a chat surface"
+        )
+
+
+def prompt_only(options: Options) -> None:
+    """What a prompt surface cannot carry is refused: ``keep_alive`` (System One's, Ollama's; its
+    OpenAI-style routes ignore it)."""
+    if options.keep_alive is not None:
+        raise ClientCapabilityError(
+            f"api={options.api!r} with keep_alive={options.keep_alive!r}: expected none, because only the "
+            "System One route carries keep_alive (Ollama's OpenAI-style routes ignore it); drop "
+            f"keep_alive=, or ask with api={systemone.SURFACE!r}",
+            loc=("keep_alive",),
         )
 
 
@@ -208,19 +276,147 @@ def checked_timeout(value: object) -> float:
 
 
 def checked_examples(examples: object) -> tuple[Example, ...]:
+    """A list of examples, or a mapping of question id to that question's examples (each example's
+    ``answer`` then answers that question)."""
     if examples is None:
         return ()
-    if not isinstance(examples, Sequence) or isinstance(examples, str | bytes):
+    if isinstance(examples, Mapping):
+        given: list[tuple[str, object, str | None]] = []
+        for qid, listed in examples.items():
+            if not isinstance(listed, Sequence) or isinstance(listed, str | bytes):
+                raise InvalidQuestionError(
+                    f"examples[{qid!r}]: expected a list of Example for question {qid!r}, got {listed!r:.80}"
+                )
+            given.extend((f"examples[{qid!r}][{i}]", example, str(qid)) for i, example in enumerate(listed))
+    elif isinstance(examples, Sequence) and not isinstance(examples, str | bytes):
+        given = [(f"examples[{i}]", example, None) for i, example in enumerate(examples)]
+    else:
         raise InvalidQuestionError(f"examples: expected a list of Example, got {examples!r:.80}")
-    checked = []
-    for i, example in enumerate(examples):
-        if isinstance(example, Mapping):
-            example = Example(state=example.get("state", ""), answers=example.get("answers", {}))
-        if not isinstance(example, Example):
-            raise InvalidQuestionError(
-                f"examples[{i}]: expected an Example or a mapping, got {example!r:.80}"
+    return tuple(_example(at, example, qid) for at, example, qid in given)
+
+
+def _example(at: str, example: object, qid: str | None) -> Example:
+    if isinstance(example, Mapping):
+        example = Example(
+            state=example.get("state", ""),
+            answers=example.get("answers") or {},
+            answer=example.get("answer"),
+            probabilities=example.get("probabilities"),
+        )
+    if not isinstance(example, Example):
+        raise InvalidQuestionError(f"{at}: expected an Example or a mapping, got {example!r:.80}")
+    if qid is not None and example.answer is not None:
+        example = replace(example, answers={**example.answers, qid: example.answer}, answer=None)
+    if not example.answers and example.answer is None:
+        raise InvalidQuestionError(
+            f"{at}: expected an answer (answer=, or answers={{question id: answer}}), got none; an "
+            "example without its right answer teaches nothing"
+        )
+    state_turns(example.state, f"{at}.state")
+    _json.checked(f"{at}.answers", example.answers)
+    if example.answer is not None:
+        _json.checked(f"{at}.answer", example.answer)
+    return example
+
+
+def checked_temperature(value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+        raise InvalidQuestionError(
+            f"temperature: expected a number >= 0 (0 for the most probable tokens) or None, got {value!r}"
+        )
+    return value
+
+
+#: A header name: an HTTP token (RFC 9110).
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+#: What a header value may hold: printable ASCII and horizontal tabs (the SDKs send values as ASCII).
+_VALUE = re.compile(r"[\t\x20-\x7e]*")
+
+
+def checked_headers(headers: object) -> Mapping[str, str]:
+    """The caller's headers, each name a token and each value printable ASCII; a refusal never quotes a
+    value (it may be a key), only where in it the first bad character sits."""
+    if headers is None:
+        return {}
+    if not isinstance(headers, Mapping):
+        raise ConfigError(
+            f"extra_headers: expected a mapping of header name to value, got {type(headers).__name__}"
+        )
+    checked: dict[str, str] = {}
+    for name, value in headers.items():
+        if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+            raise ConfigError(
+                f"extra_headers: expected header names made of letters, digits and !#$%&'*+-.^_`|~, got "
+                f"{name!r}; a header by that name cannot be sent"
             )
-        state_turns(example.state, f"examples[{i}].state")
-        _json.checked(f"examples[{i}].answers", example.answers)
-        checked.append(example)
-    return tuple(checked)
+        if not isinstance(value, str):
+            raise ConfigError(
+                f"extra_headers[{name!r}]: expected a string value, got {type(value).__name__}; "
+                "pass str(value)"
+            )
+        bad = _VALUE.match(value)
+        if bad is None or bad.end() != len(value):
+            at = 0 if bad is None else bad.end()
+            raise ConfigError(
+                f"extra_headers[{name!r}]: expected printable ASCII and tabs only, got a value with "
+                f"character {ord(value[at]):#x} at position {at} (the value is not shown: it may be a key); "
+                "a header cannot carry it — remove the line break or encode the value"
+            )
+        checked[name] = value
+    return checked
+
+
+def checked_policy(policy: object) -> RetryPolicy | None:
+    if policy is None or isinstance(policy, RetryPolicy):
+        return policy
+    raise ConfigError(
+        f"retry: expected a jevper.RetryPolicy, got {type(policy).__name__}; pass "
+        "retry=RetryPolicy(n_retries=..., base_delay=..., max_delay=...)"
+    )
+
+
+def checked_keep_alive(value: object) -> str | int | None:
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, str) and value.strip():
+        return value
+    raise InvalidQuestionError(
+        "keep_alive: expected a duration ('5m', '1h') or a number of seconds (-1: keep loaded), "
+        f"got {value!r}"
+    )
+
+
+def checked_extras(value: object) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, Sequence) or isinstance(value, str | bytes):
+        raise InvalidQuestionError(f"extras: expected a list of names, got {value!r:.80}")
+    if value:
+        raise ClientCapabilityError(
+            f"extras={list(value)!r}: expected none, because no route jevper speaks carries the native "
+            "/api/decide's extra answer fields (laya-serve's LayaExtras); drop extras=, and read a "
+            "choice's confidence and probabilities from its answer",
+            loc=("extras",),
+        )
+    return ()
+
+
+def checked_malformed_retries(value: object) -> int:
+    if isinstance(value, bool) or value not in (0, 1):
+        raise ConfigError(
+            f"n_retry_malformed: expected 0 (no corrective retry) or 1 (one, the default), got {value!r}; "
+            "jevper asks an unreadable label answer again at most once — a model that answers prose twice "
+            "answers it with method='structured'"
+        )
+    return int(value)
+
+
+def checked_structured_outputs(value: object) -> bool:
+    if value is not True:
+        raise ConfigError(
+            f"structured_outputs: expected True, got {value!r}; jevper does not carry False (never a schema "
+            "or a grammar) yet — for a server that refuses them use method='logprobs', which sends neither"
+        )
+    return True

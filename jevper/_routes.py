@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 from jevper._errors import MalformedAnswerError, ProviderError
 from jevper._transport import (
+    PLAIN,
+    Sending,
     as_body,
     read_async,
     retried,
@@ -64,11 +66,13 @@ def path(client: object, route: str) -> str:
     return f"/v1/{route}" if messages_only else f"/{route}"
 
 
-def fetch(client: object, request: Fetch) -> Mapping[str, Any]:
-    """The parsed JSON body of ``request``, or a typed error."""
+def fetch(client: object, request: Fetch, sending: Sending = PLAIN) -> Mapping[str, Any]:
+    """The parsed JSON body of ``request``, or a typed error; ``sending``'s headers and policy apply as
+    on a prompt surface (its temperature is the body's to carry)."""
     target, retries = without_sdk_retries(client)
     method = _method(target, request)
-    kwargs = _kwargs(target, request)
+    kwargs = _kwargs(target, request, sending)
+    retries = sending.retries(retries)
 
     @contextlib.contextmanager
     def opened() -> Iterator[Any]:
@@ -83,14 +87,16 @@ def fetch(client: object, request: Fetch) -> Mapping[str, Any]:
     def attempt() -> bytes:
         return whole_body(opened, {}, request.label, request.timeout)
 
-    return _json_body(request.label, retried(attempt, request.label, request.model, retries, request.timeout))
+    body = retried(attempt, request.label, request.model, retries, request.timeout, sending.policy)
+    return _json_body(request.label, body)
 
 
-async def fetch_async(client: object, request: Fetch) -> Mapping[str, Any]:
+async def fetch_async(client: object, request: Fetch, sending: Sending = PLAIN) -> Mapping[str, Any]:
     """``fetch`` for an async SDK client; ``asyncio.timeout`` bounds the whole body."""
     target, retries = without_sdk_retries(client)
     method = _method(target, request)
-    kwargs = _kwargs(target, request)
+    kwargs = _kwargs(target, request, sending)
+    retries = sending.retries(retries)
 
     async def attempt() -> bytes:
         async with asyncio.timeout(request.timeout):
@@ -106,7 +112,9 @@ async def fetch_async(client: object, request: Fetch) -> Mapping[str, Any]:
                 if inspect.isawaitable(closed):
                     await closed
 
-    body = await retried_async(attempt, request.label, request.model, retries, request.timeout)
+    body = await retried_async(
+        attempt, request.label, request.model, retries, request.timeout, sending.policy
+    )
     return _json_body(request.label, body)
 
 
@@ -161,11 +169,11 @@ def _method(client: object, request: Fetch) -> Any:
     return method
 
 
-def _kwargs(client: object, request: Fetch) -> dict[str, Any]:
+def _kwargs(client: object, request: Fetch, sending: Sending) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "path": path(client, request.route),
         "cast_to": object,
-        "options": {"timeout": request.timeout, "headers": dict(_RAW_RESPONSE)},
+        "options": {"timeout": request.timeout, "headers": {**sending.headers, **_RAW_RESPONSE}},
     }
     if request.body is not None:
         kwargs["body"] = request.body

@@ -8,6 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+#: What ``debug`` shows in place of a header's value.
+REDACTED = "<redacted>"
+
 
 @dataclass(frozen=True)
 class Prefill:
@@ -64,6 +67,8 @@ class Trace:
     questions: Mapping[str, QuestionTrace]
     server_limits: Mapping[str, str]
     route: Route | None = None
+    #: the names of the caller's extra_headers, sent on every request; their values are never shown
+    headers: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         debug: dict[str, Any] = {
@@ -72,6 +77,8 @@ class Trace:
         }
         if self.route is not None:
             debug["route"] = self.route.to_dict()
+        if self.headers:
+            debug["extra_headers"] = dict.fromkeys(self.headers, REDACTED)
         return debug
 
 

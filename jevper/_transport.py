@@ -6,9 +6,10 @@ The SDKs are duck-typed, never imported: a response is anything with ``model_dum
 or a mapping, and an SDK error is recognised by its ``status_code`` and ``response`` attributes.
 
 Retries are jevper's, not the SDK's: a client with ``with_options`` and ``max_retries`` (the openai and
-anthropic SDKs) is asked with its own retries off, and jevper retries as many times as the caller's
-``max_retries`` says (at most MAX_RETRIES), only for a transient failure, honouring ``Retry-After`` up
-to RETRY_AFTER_CAP_S. The SDKs would otherwise retry a timeout (tripling a hang) and, in one of them,
+anthropic SDKs) is asked with its own retries off, and jevper retries as many times as the client's
+``retry=RetryPolicy(...)`` says, or, without one, as the caller's ``max_retries`` says (at most
+MAX_RETRIES), only for a transient failure, honouring ``Retry-After`` up to RETRY_AFTER_CAP_S. The
+SDKs would otherwise retry a timeout (tripling a hang) and, in one of them,
 wait out any ``Retry-After`` however long. Which failure is retried, and after how long, is the one failure
 policy's (jevper._failure).
 
@@ -25,17 +26,49 @@ import json
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypeVar
 
-from jevper import _deadline
-from jevper._errors import MalformedAnswerError, ProviderError
-from jevper._failure import RETRY_AFTER_CAP_S, connection_failure, judge, retry_after
+from jevper import _deadline, _usage
+from jevper._errors import MalformedAnswerError, ModelRefusalError, ProviderError
+from jevper._failure import (
+    DEFAULT_POLICY,
+    RETRY_AFTER_CAP_S,
+    RetryPolicy,
+    connection_failure,
+    judge,
+    retry_after,
+    should_retry,
+)
 from jevper._wire import PROMPT_RECORDS, PromptSurface, WireResult, build, provider_error, read, read_error
 from jevper._wire.request import WireRequest
 
 
+@dataclass(frozen=True)
+class Sending:
+    """What travels with every request of a client besides its body: the caller's own headers, the
+    sampling temperature (None: the server's), and the retry policy (None: the SDK client's
+    ``max_retries``, with jevper's retries in place of the SDK's)."""
+
+    headers: Mapping[str, str] = field(default_factory=dict)
+    temperature: float | None = None
+    policy: RetryPolicy | None = None
+
+    def retries(self, sdk_retries: int) -> int:
+        return sdk_retries if self.policy is None else self.policy.n_retries
+
+
+PLAIN = Sending()
+
+
 def prepare(
-    client: object, surface: PromptSurface, request: WireRequest, timeout: float, *, streaming: bool = False
+    client: object,
+    surface: PromptSurface,
+    request: WireRequest,
+    timeout: float,
+    *,
+    streaming: bool = False,
+    sending: Sending = PLAIN,
 ) -> tuple[Callable[..., Any], dict[str, Any], bool]:
     """The bound create() of ``surface``, its keyword arguments, and whether it streams the body.
 
@@ -68,12 +101,16 @@ def prepare(
             kind="missing_route",
         )
     body = build(surface, request)
+    if sending.temperature is not None and "temperature" not in request.extra_body:
+        body["temperature"] = sending.temperature
     keywords = PROMPT_RECORDS[surface].keywords
     kwargs = {key: value for key, value in body.items() if key in keywords}
     extra = {key: value for key, value in body.items() if key not in keywords}
     if extra:
         kwargs["extra_body"] = extra
     kwargs["timeout"] = timeout
+    if sending.headers:
+        kwargs["extra_headers"] = dict(sending.headers)
     return create, kwargs, streamed
 
 
@@ -84,20 +121,30 @@ MAX_RETRIES = 5
 MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
-def send(client: object, surface: PromptSurface, request: WireRequest, timeout: float) -> WireResult:
+def send(
+    client: object, surface: PromptSurface, request: WireRequest, timeout: float, sending: Sending = PLAIN
+) -> WireResult:
     target, retries = without_sdk_retries(client)
-    create, kwargs, streamed = prepare(target, surface, request, timeout, streaming=True)
+    create, kwargs, streamed = prepare(target, surface, request, timeout, streaming=True, sending=sending)
 
     def attempt() -> object:
         return whole_body(create, kwargs, surface, timeout) if streamed else create(**kwargs)
 
-    return _read(surface, retried(attempt, surface, request.model, retries, timeout), request.model)
+    answered = retried(attempt, surface, request.model, sending.retries(retries), timeout, sending.policy)
+    return _read(surface, answered, request.model)
 
 
 T = TypeVar("T")
 
 
-def retried(attempt: Callable[[], T], label: str, model: str, retries: int, timeout: float) -> T:
+def retried(
+    attempt: Callable[[], T],
+    label: str,
+    model: str,
+    retries: int,
+    timeout: float,
+    policy: RetryPolicy | None = None,
+) -> T:
     """``attempt()``, tried again after a transient failure as ``_retry`` decides; errors translated."""
     tried = 0
     while True:
@@ -106,15 +153,21 @@ def retried(attempt: Callable[[], T], label: str, model: str, retries: int, time
         except MalformedAnswerError:
             raise
         except Exception as exc:
-            error, wait = _retry(exc, label, model, tried, retries, timeout)
+            error, wait = _retry(exc, label, model, tried, retries, timeout, policy)
             if wait is None:
                 _raise(error, exc)
             time.sleep(wait)
             tried += 1
+            _usage.retried()
 
 
 async def retried_async(
-    attempt: Callable[[], Awaitable[T]], label: str, model: str, retries: int, timeout: float
+    attempt: Callable[[], Awaitable[T]],
+    label: str,
+    model: str,
+    retries: int,
+    timeout: float,
+    policy: RetryPolicy | None = None,
 ) -> T:
     """``retried`` for a coroutine."""
     tried = 0
@@ -124,11 +177,12 @@ async def retried_async(
         except MalformedAnswerError:
             raise
         except Exception as exc:
-            error, wait = _retry(exc, label, model, tried, retries, timeout)
+            error, wait = _retry(exc, label, model, tried, retries, timeout, policy)
             if wait is None:
                 _raise(error, exc)
             await asyncio.sleep(wait)
             tried += 1
+            _usage.retried()
 
 
 def _raise(error: Exception, caught: Exception) -> NoReturn:
@@ -204,10 +258,10 @@ def _too_big(surface: str) -> MalformedAnswerError:
 
 
 async def send_async(
-    client: object, surface: PromptSurface, request: WireRequest, timeout: float
+    client: object, surface: PromptSurface, request: WireRequest, timeout: float, sending: Sending = PLAIN
 ) -> WireResult:
     target, retries = without_sdk_retries(client)
-    create, kwargs, streamed = prepare(target, surface, request, timeout, streaming=True)
+    create, kwargs, streamed = prepare(target, surface, request, timeout, streaming=True, sending=sending)
 
     async def attempt() -> object:
         # The SDK's timeout bounds each read; asyncio.timeout bounds the whole answer (a slow drip, too),
@@ -220,7 +274,9 @@ async def send_async(
                 response = await response
             return response
 
-    response = await retried_async(attempt, surface, request.model, retries, timeout)
+    response = await retried_async(
+        attempt, surface, request.model, sending.retries(retries), timeout, sending.policy
+    )
     return _read(surface, response, request.model)
 
 
@@ -262,14 +318,22 @@ def _copy(client: object, with_options: Callable[..., object]) -> object:
 
 
 def _retry(
-    exc: Exception, surface: str, model: str, attempt: int, retries: int, timeout: float
+    exc: Exception,
+    surface: str,
+    model: str,
+    attempt: int,
+    retries: int,
+    timeout: float,
+    policy: RetryPolicy | None = None,
 ) -> tuple[Exception, float | None]:
     """The error to raise, and the seconds to wait before trying again (None: raise it now)."""
     error = _translated(exc, surface, model, timeout)
     if isinstance(error, ProviderError) and error.retry_after is None:
         # Kept on the error for whoever handles it next (several servers: that server waits, not the others).
         error.retry_after = retry_after(exc)
-    failure = judge(error, attempt)
+    if isinstance(error, ProviderError) and error.should_retry is None:
+        error.should_retry = should_retry(exc)
+    failure = judge(error, attempt, policy=policy or DEFAULT_POLICY)
     if not failure.retry or attempt >= retries:
         return error, None
     if failure.wait is None and isinstance(error, ProviderError) and error.retry_after is not None:
@@ -287,7 +351,22 @@ def _retry(
 
 
 def _read(surface: PromptSurface, response: object, model: str) -> WireResult:
-    return read(surface, as_body(surface, response), model=model)
+    result = read(surface, as_body(surface, response), model=model)
+    if result.refusal is not None:
+        raise refused(result)
+    return result
+
+
+def refused(result: WireResult) -> ModelRefusalError:
+    """The model declined: an answer, not a failure, so neither retried nor asked again as malformed."""
+    said = f"{result.refusal!r}" if result.refusal != result.finish else f"finish {result.finish!r}"
+    return ModelRefusalError(
+        f"{result.surface}: expected an answer, but the model declined to give one ({said}); the request "
+        "was answered, so asking again would get the same: reword the state or the question, or ask "
+        "another model",
+        server_message=result.refusal or "",
+        finish=result.finish,
+    )
 
 
 def as_body(surface: str, response: object) -> Mapping[str, Any]:

@@ -2,25 +2,77 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
 
 from jevper._wire import WireResult
-from jevper.models import Usage
+from jevper.models import SystemOneResponse, Usage
 
 
 def total(results: Iterable[WireResult]) -> Usage:
-    """The sums, each None when no response reported that count; one pass over the responses."""
-    prompt: int | None = None
-    completion: int | None = None
-    cached: int | None = None
-    requests = 0
+    """The sums, each None when a response did not report that count (a part is not the whole); the
+    requests counted as ``n_calls``. One pass over the responses."""
+    input_tokens: int | None = 0
+    output_tokens: int | None = 0
+    reasoning: int | None = 0
+    cached: int | None = 0
+    calls = 0
     for result in results:
-        requests += 1
+        calls += 1
         usage = result.usage
-        if usage.prompt_tokens is not None:
-            prompt = usage.prompt_tokens + (prompt or 0)
-        if usage.completion_tokens is not None:
-            completion = usage.completion_tokens + (completion or 0)
-        if usage.cached_tokens is not None:
-            cached = usage.cached_tokens + (cached or 0)
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached, requests=requests)
+        input_tokens = _plus(input_tokens, usage.prompt_tokens)
+        output_tokens = _plus(output_tokens, usage.completion_tokens)
+        reasoning = _plus(reasoning, usage.reasoning_tokens)
+        cached = _plus(cached, usage.cached_tokens)
+    if calls == 0:
+        return Usage()
+    return Usage(input_tokens, output_tokens, reasoning, cached, n_calls=calls)
+
+
+def _plus(sum_so_far: int | None, count: int | None) -> int | None:
+    return None if sum_so_far is None or count is None else sum_so_far + count
+
+
+@dataclass
+class Tally:
+    """What a call's requests did that their responses do not say: the retries the transport made."""
+
+    started: float = field(default_factory=time.perf_counter)
+    retries: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def retried(self) -> None:
+        with self.lock:  # the blocking client's questions retry on several threads
+            self.retries += 1
+
+    def stamped(self, response: SystemOneResponse) -> SystemOneResponse:
+        """The response with the call's retries and wall time in its usage."""
+        usage = replace(response.usage, n_retries=self.retries, latency=time.perf_counter() - self.started)
+        return replace(response, usage=usage)
+
+
+#: The call the current request belongs to: set by the clients around a call; the async client's tasks
+#: inherit it, and the blocking client hands each worker thread a copy of the caller's context.
+CALL: ContextVar[Tally | None] = ContextVar("jevper_call", default=None)
+
+
+@contextlib.contextmanager
+def measured() -> Iterator[Tally]:
+    """A call's tally, current for the requests made inside the block."""
+    tally = Tally()
+    token = CALL.set(tally)
+    try:
+        yield tally
+    finally:
+        CALL.reset(token)
+
+
+def retried() -> None:
+    """Count one retry against the current call, if any (the gateway's and the batch's clients too)."""
+    tally = CALL.get()
+    if tally is not None:
+        tally.retried()

@@ -15,9 +15,10 @@ from jevper._engine import Answered, Call, answer
 from jevper._errors import JevperError
 from jevper._options import ClientOptions, Overrides
 from jevper._orders import folded
+from jevper._usage import measured
 from jevper.decisions import call as _decisions
 from jevper.decisions.answers import DecisionResponse
-from jevper.models import State, SystemOneResponse
+from jevper.models import ModelMetadata, State, SystemOneResponse
 from jevper.questions import Question
 
 R = TypeVar("R")
@@ -54,15 +55,29 @@ class AsyncSystemOneClient(BaseClient):
         *,
         state: State,
         questions: Mapping[str, Question | Mapping[str, Any]],
+        model: str | None = None,
         **overrides: Unpack[Overrides],
     ) -> SystemOneResponse:
-        """Ask every question about ``state`` concurrently; answers keyed by question id, in order."""
-        call = self._plan(state, questions, overrides)
-        native = await self._natively(call)
-        answered = (
-            native if native is not None else self._assemble(call, await self._in_orders(call, self._answer))
-        )
-        return calibrated(call.options, call.questions, answered)
+        """Ask every question about ``state`` concurrently; answers keyed by question id, in order.
+        ``model`` and every other override apply to this call alone."""
+        with measured() as tally:
+            call = self._plan(state, questions, overrides, model)
+            native = await self._natively(call)
+            answered = (
+                native
+                if native is not None
+                else self._assemble(call, await self._in_orders(call, self._answer))
+            )
+            return tally.stamped(calibrated(call.options, call.questions, answered))
+
+    async def list_models(self) -> list[ModelMetadata]:
+        """``SystemOneClient.list_models``, awaited."""
+        self._check_open()
+        return _native.listed(await self._fetch(_native.listing(self._options)))
+
+    async def close(self) -> None:
+        """``aclose()``, under the documented API's name."""
+        await self.aclose()
 
     @property
     def decisions(self) -> AsyncDecisions:
@@ -98,7 +113,7 @@ class AsyncSystemOneClient(BaseClient):
         return await self._drive(_native.answer(options, call.given, call.questions, memory), self._fetch)
 
     async def _fetch(self, request: _routes.Fetch) -> Mapping[str, Any]:
-        return await _routes.fetch_async(self._client, request)
+        return await _routes.fetch_async(self._client, request, self._options.sending)
 
     async def _each(
         self, call: Plan, work: Callable[[Plan, str, Question, asyncio.Semaphore], Awaitable[T]]
@@ -130,12 +145,13 @@ class AsyncSystemOneClient(BaseClient):
 
     async def _answer(self, call: Plan, qid: str, question: Question, gate: asyncio.Semaphore) -> Answered:
         async with gate:
-            return await self._drive(
-                answer(question, call.state, call.options, self._memory, qid), self._send
-            )
+            steps = answer(question, call.state, call.options, self._memory, qid)
+            return await self._drive(steps, lambda request: self._send(request, call.options.sending))
 
-    async def _send(self, call: Call) -> Any:
-        return await _transport.send_async(self._client, call.surface, call.request, self._options.timeout)
+    async def _send(self, call: Call, sending: _transport.Sending) -> Any:
+        return await _transport.send_async(
+            self._client, call.surface, call.request, self._options.timeout, sending
+        )
 
     @staticmethod
     async def _drive(steps: Generator[R, Any, T], send: Callable[[R], Awaitable[Any]]) -> T:
@@ -209,4 +225,5 @@ class AsyncDecisions:
     ) -> Answered | _decisions.Refused:
         client = self._client
         async with gate:
-            return await client._drive(_decisions.question(plan, qid, question, client._memory), client._send)
+            steps = _decisions.question(plan, qid, question, client._memory)
+            return await client._drive(steps, lambda request: client._send(request, plan.options.sending))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Generator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
+from contextvars import copy_context
 from types import TracebackType
 from typing import Any, Self, TypeVar, Unpack
 
@@ -15,9 +16,10 @@ from jevper._engine import Answered, Call, answer
 from jevper._errors import JevperError
 from jevper._options import ClientOptions, Overrides
 from jevper._orders import folded
+from jevper._usage import measured
 from jevper.decisions import call as _decisions
 from jevper.decisions.answers import DecisionResponse
-from jevper.models import State, SystemOneResponse
+from jevper.models import ModelMetadata, State, SystemOneResponse
 from jevper.questions import Question
 
 R = TypeVar("R")
@@ -55,13 +57,24 @@ class SystemOneClient(BaseClient):
         *,
         state: State,
         questions: Mapping[str, Question | Mapping[str, Any]],
+        model: str | None = None,
         **overrides: Unpack[Overrides],
     ) -> SystemOneResponse:
-        """Ask every question about ``state``; answers come back keyed by question id, in order."""
-        call = self._plan(state, questions, overrides)
-        native = self._natively(call)
-        answered = native if native is not None else self._assemble(call, self._in_orders(call, self._answer))
-        return calibrated(call.options, call.questions, answered)
+        """Ask every question about ``state``; answers come back keyed by question id, in order. ``model``
+        and every other override apply to this call alone."""
+        with measured() as tally:
+            call = self._plan(state, questions, overrides, model)
+            native = self._natively(call)
+            answered = (
+                native if native is not None else self._assemble(call, self._in_orders(call, self._answer))
+            )
+            return tally.stamped(calibrated(call.options, call.questions, answered))
+
+    def list_models(self) -> list[ModelMetadata]:
+        """The models a System One deployment serves (its ``GET /v1/models``, ``{"models": [...]}``); a
+        server answering another shape is a ``MalformedAnswerError`` saying so."""
+        self._check_open()
+        return _native.listed(self._fetch(_native.listing(self._options)))
 
     @property
     def decisions(self) -> Decisions:
@@ -108,14 +121,16 @@ class SystemOneClient(BaseClient):
         return self._drive(_native.answer(options, call.given, call.questions, memory), self._fetch)
 
     def _fetch(self, request: _routes.Fetch) -> Mapping[str, Any]:
-        return _routes.fetch(self._client, request)
+        return _routes.fetch(self._client, request, self._options.sending)
 
     def _each(self, call: Plan, work: Callable[[Plan, str, Question], T]) -> list[T]:
         """``work`` for every question of the call, in order: on the client's threads when several may run."""
         workers = min(call.options.max_concurrency, len(call.questions))
         if workers <= 1:
             return [work(call, qid, q) for qid, q in call.questions]
-        futures = [self._executor().submit(work, call, qid, q) for qid, q in call.questions]
+        # Each worker runs in a copy of the caller's context: its retries count against this call.
+        pool = self._executor()
+        futures = [pool.submit(copy_context().run, work, call, qid, q) for qid, q in call.questions]
         try:
             return [future.result() for future in futures]
         except BaseException:
@@ -132,10 +147,11 @@ class SystemOneClient(BaseClient):
         return folded(call.questions, self._each(in_orders(call), work), call.options.option_orders)
 
     def _answer(self, call: Plan, qid: str, question: Question) -> Answered:
-        return self._drive(answer(question, call.state, call.options, self._memory, qid), self._send)
+        steps = answer(question, call.state, call.options, self._memory, qid)
+        return self._drive(steps, lambda request: self._send(request, call.options.sending))
 
-    def _send(self, call: Call) -> Any:
-        return _transport.send(self._client, call.surface, call.request, self._options.timeout)
+    def _send(self, call: Call, sending: _transport.Sending) -> Any:
+        return _transport.send(self._client, call.surface, call.request, self._options.timeout, sending)
 
     @staticmethod
     def _drive(steps: Generator[R, Any, T], send: Callable[[R], Any]) -> T:
@@ -208,4 +224,5 @@ class Decisions:
 
     def _question(self, plan: Plan, qid: str, question: Question) -> Answered | _decisions.Refused:
         client = self._client
-        return client._drive(_decisions.question(plan, qid, question, client._memory), client._send)
+        steps = _decisions.question(plan, qid, question, client._memory)
+        return client._drive(steps, lambda request: client._send(request, plan.options.sending))

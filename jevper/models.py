@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict
 
 from jevper._errors import InvalidQuestionError
 from jevper._wire import PROMPT_RECORDS, SURFACES, Surface, prompt_record
 from jevper._wire.decisions import DecisionsRoute
+
+if TYPE_CHECKING:
+    from jevper.decisions.answers import DecisionResponse
 
 Method = Literal["auto", "logprobs", "grammar", "structured", "discrete"]
 #: "auto", or a surface's name: chat_completions, responses, messages or systemone (jevper._wire.RECORDS
@@ -59,24 +63,86 @@ class Example:
     """A worked example: a state and the right answer to some of the questions.
 
     An answer is the option name for a ``Choice``, ``True``/``False`` for a ``Noul``, and the level
-    index for a ``Score``.
+    index for a ``Score``. ``answers`` holds them by question id; ``answer`` is one answer (the
+    documented API's spelling), for the question it is given for (``examples={"q": [Example(...)]}``) or,
+    in a plain list, for every question of a call it fits. ``probabilities`` is the example's own
+    distribution over the answers, kept with it (the prompt shows the answer).
     """
 
     state: State
-    answers: Mapping[str, str | bool | int]
+    answers: Mapping[str, str | bool | int] = field(default_factory=dict)
+    answer: str | bool | int | None = None
+    probabilities: Mapping[Any, float] | None = None
+
+
+class NoulCriteria(TypedDict, total=False):
+    """What a ``Noul``'s answers mean: ``{"true": ..., "false": ...}``, each any JSON value."""
+
+    true: Any
+    false: Any
+
+
+#: The examples of a client or a call: a list (each example's ``answers`` name their questions), or a
+#: mapping of question id to that question's examples.
+Examples: TypeAlias = Sequence[Example] | Mapping[str, Sequence[Example]]
+
+
+@dataclass(frozen=True)
+class ModelMetadata:
+    """One model a System One deployment lists (``GET /v1/models``'s ``{"models": [...]}``)."""
+
+    name: str
+    description: str = ""
+    release_date: str | None = None
 
 
 @dataclass(frozen=True)
 class Usage:
-    """Token counts summed over every request of one call.
+    """What one call cost, summed over every request of it.
 
-    ``cached_tokens`` is ``None`` when no response said anything about the cache; a reported 0 stays 0.
+    ``input_tokens``, ``output_tokens`` (the thinking included), ``reasoning_tokens`` (the thinking alone)
+    and ``cached_tokens`` (the input read from the server's cache) are each ``None`` when a request of the
+    call did not report that count, so a sum is never a part passed off as the whole; a reported 0 stays
+    0. ``n_calls`` counts the requests answered, ``n_retries`` the requests asked again after a transient
+    failure (a 429, a 503, a refused connection), and ``latency`` is the call's wall time in seconds.
+
+    ``prompt_tokens``, ``completion_tokens`` and ``requests`` are the former names of ``input_tokens``,
+    ``output_tokens`` and ``n_calls``, read with a ``DeprecationWarning`` for one release.
     """
 
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
     cached_tokens: int | None = None
-    requests: int = 0
+    n_calls: int = 0
+    n_retries: int = 0
+    latency: float = 0.0
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        """Deprecated: ``input_tokens``."""
+        _renamed("prompt_tokens", "input_tokens")
+        return self.input_tokens
+
+    @property
+    def completion_tokens(self) -> int | None:
+        """Deprecated: ``output_tokens``."""
+        _renamed("completion_tokens", "output_tokens")
+        return self.output_tokens
+
+    @property
+    def requests(self) -> int:
+        """Deprecated: ``n_calls``."""
+        _renamed("requests", "n_calls")
+        return self.n_calls
+
+
+def _renamed(old: str, new: str) -> None:
+    warnings.warn(
+        f"Usage.{old} is deprecated and goes in the next release; read Usage.{new}, the same count",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 @dataclass(frozen=True)
@@ -185,6 +251,60 @@ class SystemOneResponse:
     #: the model that answered: as a System One server named it, else the model id asked for
     model: str = ""
 
+    @property
+    def choices(self) -> dict[str, ChoiceAnswer]:
+        """The answers to the call's choices, by question id."""
+        return {qid: a for qid, a in self.answers.items() if isinstance(a, ChoiceAnswer)}
+
+    @property
+    def nouls(self) -> dict[str, NoulAnswer]:
+        """The answers to the call's nouls, by question id."""
+        return {qid: a for qid, a in self.answers.items() if isinstance(a, NoulAnswer)}
+
+    @property
+    def scores(self) -> dict[str, ScoreAnswer]:
+        """The answers to the call's scores, by question id."""
+        return {qid: a for qid, a in self.answers.items() if isinstance(a, ScoreAnswer)}
+
+    def to_decision(self) -> DecisionResponse:
+        """The same answers in OpenAI's Decisions shape (``client.decisions.create``'s), each named by its
+        question id: a noul as a predicate, a choice's values as its options, a score's levels labelled
+        by its legend."""
+        from jevper.decisions.answers import (  # the Decisions package stands on these values
+            ChoiceProbability,
+            DecisionChoice,
+            DecisionPredicate,
+            DecisionResponse,
+            DecisionScore,
+            DecisionUsage,
+            LevelProbability,
+        )
+
+        answers: list[Any] = []
+        for qid, answer in self.answers.items():
+            if isinstance(answer, NoulAnswer):
+                answers.append(DecisionPredicate(answer.noul, qid))
+            elif isinstance(answer, ChoiceAnswer):
+                shares = _summing_to_one(answer.probabilities)
+                chances = tuple(ChoiceProbability(value, p) for value, p in shares.items())
+                answers.append(DecisionChoice(answer.choice, answer.confidence, chances, qid))
+            else:
+                shares = _summing_to_one(answer.probabilities)
+                levels = tuple(
+                    LevelProbability(level, str(answer.legend.get(level, level)), p)
+                    for level, p in sorted(shares.items())
+                )
+                answers.append(DecisionScore(answer.score, answer.confidence, levels, qid))
+        usage = self.usage
+        counts = DecisionUsage(
+            input_tokens=usage.input_tokens or 0,
+            output_tokens=usage.output_tokens or 0,
+            cached_tokens=usage.cached_tokens or 0,
+            reasoning_tokens=usage.reasoning_tokens or 0,
+            requests=usage.n_calls,
+        )
+        return DecisionResponse(tuple(answers), self.model, counts, dict(self.debug))
+
     def to_api(self) -> dict[str, Any]:
         """A System One API response body for these answers, however they were read: ``model``,
         ``answers`` (each with its ``type``) and ``usage`` (``input_tokens``, ``output_tokens``; null where
@@ -193,7 +313,7 @@ class SystemOneResponse:
             "model": self.model,
             "answers": {qid: answer.to_api() for qid, answer in self.answers.items()},
             "usage": {
-                "input_tokens": self.usage.prompt_tokens,
-                "output_tokens": self.usage.completion_tokens,
+                "input_tokens": self.usage.input_tokens,
+                "output_tokens": self.usage.output_tokens,
             },
         }

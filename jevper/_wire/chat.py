@@ -71,6 +71,9 @@ def read(body: Mapping[str, Any], *, model: str | None = None) -> WireResult:
         if entries is not None:
             logprobs = read_entries(SURFACE, "choices[0].logprobs.content", entries)
     finish = r.opt_str(SURFACE, "choices[0].finish_reason", choice.get("finish_reason"))
+    refusal = r.opt_str(SURFACE, "choices[0].message.refusal", message.get("refusal")) or None
+    if refusal is None and finish == "content_filter":
+        refusal = finish
     return WireResult(
         surface=SURFACE,
         text=text,
@@ -83,6 +86,7 @@ def read(body: Mapping[str, Any], *, model: str | None = None) -> WireResult:
         content_types=("text",) if text is not None else (),
         usage=_usage(body),
         raw=body,
+        refusal=refusal,
     )
 
 
@@ -111,7 +115,14 @@ def _usage(body: Mapping[str, Any]) -> WireUsage:
         completion_tokens=r.opt_count(SURFACE, "usage.completion_tokens", usage.get("completion_tokens")),
         cached_tokens=cached,
         cached_tokens_path=path,
+        reasoning_tokens=_reasoning_tokens(usage),
     )
+
+
+def _reasoning_tokens(usage: Mapping[str, Any]) -> int | None:
+    at = "usage.completion_tokens_details"
+    details = r.opt_mapping(SURFACE, at, usage.get("completion_tokens_details")) or {}
+    return r.opt_count(SURFACE, f"{at}.reasoning_tokens", details.get("reasoning_tokens"))
 
 
 def conversation(

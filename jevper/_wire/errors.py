@@ -141,7 +141,22 @@ def raise_embedded(surface: str, body: Mapping[str, Any], *, model: str | None =
     """Raise the ProviderError that a 200 body carrying an error stands for; return for an answer."""
     error = embedded_error(body, model=model)
     if error is not None:
-        raise provider_error(error, surface)
+        failure = provider_error(error, surface)
+        failure.status_code = embedded_status(body) or failure.status_code
+        raise failure
+
+
+def embedded_status(body: Mapping[str, Any]) -> int | None:
+    """The HTTP status an upstream's error carried in a 200 body names (``{"error": {"code": 502}}``, as
+    routers send it), when it names one."""
+    error = body.get("error")
+    for key in ("code", "status", "status_code"):
+        value = error.get(key) if isinstance(error, Mapping) else None
+        if isinstance(value, str) and value.isdigit():
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+            return value
+    return None
 
 
 def classify(error: ErrorBody) -> ErrorBody:

@@ -131,6 +131,7 @@ def read(body: Mapping[str, Any], *, model: str | None = None) -> WireResult:
         usage=_usage(body),
         raw=body,
         stop_sequence=sequence,
+        refusal=stop if stop == "refusal" else None,
     )
 
 

@@ -60,6 +60,7 @@ def read(body: Mapping[str, Any], *, model: str | None = None) -> WireResult:
     raise_embedded(SURFACE, body, model=model)
     output = r.seq(SURFACE, "output", body.get("output"))
     texts: list[str] = []
+    refusals: list[str] = []  # the model's words declining to answer
     traces: list[str] = []
     trace_field: str | None = None
     logprobs: list[TokenLogprob] | None = None
@@ -99,7 +100,7 @@ def read(body: Mapping[str, Any], *, model: str | None = None) -> WireResult:
                     entries = r.seq(SURFACE, f"{path}.logprobs", part["logprobs"])
                     logprobs = (logprobs or []) + list(read_entries(SURFACE, f"{path}.logprobs", entries))
             elif part_type == "refusal":
-                texts.append(r.string(SURFACE, f"{path}.refusal", part.get("refusal")))
+                refusals.append(r.string(SURFACE, f"{path}.refusal", part.get("refusal")))
     text: str | None = "".join(texts) if texts else None
     reasoning = "\n".join(traces) if traces else None
     if reasoning is None and text is not None:
@@ -108,6 +109,7 @@ def read(body: Mapping[str, Any], *, model: str | None = None) -> WireResult:
     status = r.opt_str(SURFACE, "status", body.get("status"))
     details = r.opt_mapping(SURFACE, "incomplete_details", body.get("incomplete_details")) or {}
     reason = r.opt_str(SURFACE, "incomplete_details.reason", details.get("reason"))
+    refusal = "".join(refusals) or ("content_filter" if reason == "content_filter" else None)
     return WireResult(
         surface=SURFACE,
         text=text,
@@ -122,6 +124,7 @@ def read(body: Mapping[str, Any], *, model: str | None = None) -> WireResult:
         content_types=tuple(types),
         usage=_usage(body),
         raw=body,
+        refusal=refusal,
     )
 
 
@@ -129,11 +132,16 @@ def _usage(body: Mapping[str, Any]) -> WireUsage:
     usage = r.opt_mapping(SURFACE, "usage", body.get("usage")) or {}
     details = r.opt_mapping(SURFACE, "usage.input_tokens_details", usage.get("input_tokens_details")) or {}
     cached = r.opt_count(SURFACE, "usage.input_tokens_details.cached_tokens", details.get("cached_tokens"))
+    output = r.opt_mapping(SURFACE, "usage.output_tokens_details", usage.get("output_tokens_details")) or {}
+    thought = r.opt_count(
+        SURFACE, "usage.output_tokens_details.reasoning_tokens", output.get("reasoning_tokens")
+    )
     return WireUsage(
         prompt_tokens=r.opt_count(SURFACE, "usage.input_tokens", usage.get("input_tokens")),
         completion_tokens=r.opt_count(SURFACE, "usage.output_tokens", usage.get("output_tokens")),
         cached_tokens=cached,
         cached_tokens_path="usage.input_tokens_details.cached_tokens" if cached is not None else None,
+        reasoning_tokens=thought,
     )
 
 

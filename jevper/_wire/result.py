@@ -34,6 +34,7 @@ class WireUsage:
     completion_tokens: int | None
     cached_tokens: int | None  # None when the server says nothing; 0 kept as 0
     cached_tokens_path: str | None  # where the cached count was read, e.g. "usage.cache_read_input_tokens"
+    reasoning_tokens: int | None = None  # the output tokens spent thinking, where the server says
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,9 @@ class WireResult:
     usage: WireUsage
     raw: Mapping[str, Any]  # the parsed body, for evidence
     stop_sequence: str | None = None  # the stop sequence that ended the answer, where the server says
+    #: The model declined to answer: its own words (a ``refusal``), else the finish or stop reason that says
+    #: so ("content_filter", "refusal"); None for an answer.
+    refusal: str | None = None
 
 
 @dataclass(frozen=True)

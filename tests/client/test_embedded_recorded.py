@@ -84,8 +84,8 @@ def test_every_method_answers_a_choice_from_the_embedded_server(embedded: str, m
     assert_valid(answer, INTENT.options)
     # auto sends the label grammar from its first request: the reading is grammar-constrained.
     assert answer.method == ("grammar" if method == "auto" else method)
-    assert response.usage.requests == 1 or method in ("structured", "discrete")
-    assert response.usage.requests >= 1 and response.usage.prompt_tokens
+    assert response.usage.n_calls == 1 or method in ("structured", "discrete")
+    assert response.usage.n_calls >= 1 and response.usage.input_tokens
 
 
 @pytest.mark.vcr
@@ -146,9 +146,9 @@ def test_twenty_six_options_are_read_by_label_and_twenty_seven_in_rounds_of_labe
     assert_valid(answer, tuple(WIDE))
     assert answer.method == "logprobs" and len(set(answer.probabilities.values())) > 2
     # Two groups (14 and 13 options), then their two winners: three readouts, none of them in JSON.
-    assert response.usage.requests == 1
+    assert response.usage.n_calls == 1
     sent = [json.loads(r.body) for r in vcr.requests[1:]]
-    assert wider.usage.requests == len(sent) == 3
+    assert wider.usage.n_calls == len(sent) == 3
     assert all(body["logprobs"] and "response_format" not in body for body in sent)
 
 

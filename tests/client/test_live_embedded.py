@@ -127,7 +127,7 @@ def test_a_whole_rubric_runs_concurrently_and_comes_back_in_insertion_order(llam
     assert list(response.answers) == list(QUESTIONS)
     for qid, question in QUESTIONS.items():
         assert_valid(response.answers[qid], question)
-    assert response.usage.requests == 3
+    assert response.usage.n_calls == 3
 
 
 def test_auto_gets_a_real_distribution_or_a_label_readout_error_over_twenty_sampled_runs(

@@ -55,7 +55,7 @@ def score_confidence(p: list[float]) -> float:
 
 def test_callo_answers_every_question_in_one_request_read_natively(callo: SystemOneClient) -> None:
     response = client(callo, api="systemone").system_one(state=STATE, questions=QUESTIONS)
-    assert response.usage.requests == 1
+    assert response.usage.n_calls == 1
     topic, refund, urgency = (response.answers[k] for k in QUESTIONS)
     assert (topic.method, topic.surface) == ("native", "systemone")
     assert tuple(topic.probabilities) == ("billing", "shipping", "technical")

@@ -347,24 +347,16 @@ def test_the_derived_cache_key_covers_everything_but_the_state_and_a_callers_key
         jevper(loopback, prompt_cache_key="k" * 257)
 
 
-def test_usage_sums_every_request_and_keeps_an_unsaid_cache_count_as_none(loopback: Any) -> None:
+def test_usage_sums_every_request_and_a_count_one_request_left_out_is_none(loopback: Any) -> None:
     loopback.reply("/chat/completions", 200, chat("The", [("The", -0.1), ("A", -2.0)]))
     cached = {"prompt_tokens": 10, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 0}}
     loopback.reply("/chat/completions", 200, chat("A", [("A", -0.1), ("B", -2.0)], usage=cached))
     usage = jevper(loopback).system_one(state=STATE, questions={"q": INTENT}).usage
-    assert (usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens, usage.requests) == (
-        20,
-        2,
-        0,
-        2,
-    )
-    loopback.reply("/chat/completions", 200, chat("A", [("A", -0.1), ("B", -2.0)]))
-    assert (
-        jevper(loopback, method="logprobs")
-        .system_one(state=STATE, questions={"q": INTENT})
-        .usage.cached_tokens
-        is None
-    )
+    # The first reply said nothing of the cache: a sum of the second alone would pass a part off as the whole.
+    assert (usage.input_tokens, usage.output_tokens, usage.cached_tokens, usage.n_calls) == (20, 2, None, 2)
+    loopback.reply("/chat/completions", 200, chat("A", [("A", -0.1), ("B", -2.0)], usage=cached))
+    usage = jevper(loopback, method="logprobs").system_one(state=STATE, questions={"q": INTENT}).usage
+    assert (usage.cached_tokens, usage.n_calls) == (0, 1)  # a reported 0 stays 0
 
 
 def test_an_unreachable_server_is_a_provider_error_within_the_timeout() -> None:

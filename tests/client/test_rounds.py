@@ -45,7 +45,7 @@ def test_a_choice_of_twenty_seven_options_is_the_chain_of_its_groups_readouts_an
     assert answer.choice == "o14"
     assert answer.confidence == pytest.approx((0.675 - 1 / 27) / (1 - 1 / 27))
     sent = loopback.bodies("/chat/completions")
-    assert len(sent) == 3 and response.usage.requests == 3 and response.usage.prompt_tokens == 300
+    assert len(sent) == 3 and response.usage.n_calls == 3 and response.usage.input_tokens == 300
     prompts = ["\n".join(str(m["content"]) for m in body["messages"]) for body in sent]
     asked = [[line.partition(": ")[2] for line in p.splitlines() if line[1:3] == ": "] for p in prompts]
     assert asked == [[f"o{i}" for i in range(14)], [f"o{i}" for i in range(14, 27)], ["o1", "o14"]]

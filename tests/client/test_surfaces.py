@@ -250,7 +250,7 @@ def test_messages_resolves_auto_to_structured_without_a_probe(loopback: Any) -> 
     response = anthropic_client(loopback).system_one(state=state, questions={"q": INTENT})
     answer: Any = response.answers["q"]
     assert (answer.method, answer.surface, answer.choice) == ("structured", "messages", "billing")
-    assert response.usage.cached_tokens == 0 and response.usage.requests == 1
+    assert response.usage.cached_tokens == 0 and response.usage.n_calls == 1
     sent = loopback.bodies("/messages")[0]
     # The prefilled reply holds the answer's object only: 32 tokens plus half the characters of its
     # widest spelling, {"billing": 0.123456789, ...} indented, instead of the 1024 sent otherwise.
@@ -669,7 +669,7 @@ def test_a_prefilled_answer_is_the_object_it_opens_with_nested_keys_and_run_on_t
     loopback.reply("/messages", 200, messages_body(run_on))
     response = anthropic_client(loopback, method="discrete").system_one(state=STATE, questions={"q": INTENT})
     assert answers(response)["q"].choice == "billing"
-    assert response.usage.requests == 1
+    assert response.usage.n_calls == 1
 
 
 def test_a_prefilled_object_closed_before_the_budget_ran_out_is_read_not_reported_cut(loopback: Any) -> None:

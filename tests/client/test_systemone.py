@@ -158,7 +158,7 @@ def test_the_async_client_asks_the_same_one_request(loopback: Any, fixtures: Any
     asked = AsyncSystemOneClient(client, model="smollm2", api="systemone")
     response = asyncio.run(asked.system_one(state=STATE, questions=QUESTIONS))
     assert [r.path for r in loopback.requests] == ["/systemone"]
-    assert response.usage.requests == 1 and response.answers["urgency"].surface == "systemone"
+    assert response.usage.n_calls == 1 and response.answers["urgency"].surface == "systemone"
 
 
 def test_answers_say_they_are_native_and_usage_comes_from_the_apis_token_counts(
@@ -184,9 +184,14 @@ def test_answers_say_they_are_native_and_usage_comes_from_the_apis_token_counts(
     assert urgency.probabilities == {
         int(k): v for k, v in body["answers"]["urgency"]["probabilities"].items()
     }
-    assert response.usage == type(response.usage)(
-        prompt_tokens=body["usage"]["input_tokens"], completion_tokens=0, requests=1
+    usage = response.usage
+    assert (usage.input_tokens, usage.output_tokens, usage.n_calls, usage.n_retries) == (
+        body["usage"]["input_tokens"],
+        0,
+        1,
+        0,
     )
+    assert usage.reasoning_tokens is None and usage.cached_tokens is None and usage.latency > 0
     assert response.model == "smollm2"
     debug = response.debug["questions"]["refund"]
     assert (debug["method"], debug["surface"], debug["requests"]) == ("native", "systemone", 1)
@@ -380,7 +385,7 @@ def test_a_refusal_is_never_retried_and_a_busy_server_is(loopback: Any, fixtures
     assert len(loopback.requests) == 1
     loopback.reply("/systemone", 503, {"error": {"message": "Loading model"}}, headers=[("retry-after", "0")])
     replay(loopback, fixtures)
-    assert retrying.system_one(state=STATE, questions=QUESTIONS).usage.requests == 1
+    assert retrying.system_one(state=STATE, questions=QUESTIONS).usage.n_calls == 1
     assert len(loopback.requests) == 3
 
 
@@ -500,7 +505,7 @@ def test_to_api_keeps_a_distribution_when_the_answer_holds_a_models_own_numbers(
     from jevper import Usage
 
     answer = ChoiceAnswer("a", {"a": 0.6, "b": 0.2}, 0.5, "structured", "chat_completions")  # not rescaled
-    body = SystemOneResponse({"q": answer}, Usage(None, None), model="m").to_api()
+    body = SystemOneResponse({"q": answer}, Usage(), model="m").to_api()
     assert body["answers"]["q"]["probabilities"] == pytest.approx({"a": 0.75, "b": 0.25})
     assert body["usage"] == {"input_tokens": None, "output_tokens": None}
     assert body_violations(body, {"q": {"type": "choice", "criteria": {"a": None, "b": None}}}) == []

@@ -56,9 +56,9 @@ def test_the_policy_says_for_each_status_and_kind_whether_to_retry_what_the_serv
     assert judge(refused(status, kind, retry_after), 0, lambda: 0.0) == Failure(retry, server, wait)
 
 
-def test_the_backoff_doubles_up_to_its_cap_and_the_jitter_only_shortens_it() -> None:
-    waits = [judge(refused(502), attempt, lambda: 0.0).wait for attempt in range(6)]
-    assert waits == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
+def test_the_backoff_triples_up_to_its_cap_and_the_jitter_only_shortens_it() -> None:
+    waits = [judge(refused(502), attempt, lambda: 0.0).wait for attempt in range(5)]
+    assert waits == [0.5, 1.5, 4.5, 8.0, 8.0]  # min(base_delay * 3**n, max_delay), the documented backoff
     assert judge(refused(502), 0, lambda: 1.0).wait == 0.5 * 0.75
 
 

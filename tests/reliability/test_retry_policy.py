@@ -74,8 +74,8 @@ def test_not_now_statuses_are_retried(status: int) -> None:
 def test_the_delay_never_comes_before_the_servers_retry_after_and_backoff_never_exceeds_its_base() -> None:
     assert retry_delay(0, 2.0, lambda: 0.0) == 2.0
     assert retry_delay(0, 2.0, lambda: 1.0) == 2.0 * (1 + JITTER)
-    assert retry_delay(2, None, lambda: 0.0) == 2.0
-    assert retry_delay(2, None, lambda: 1.0) == 2.0 * (1 - JITTER)
+    assert retry_delay(2, None, lambda: 0.0) == 4.5
+    assert retry_delay(2, None, lambda: 1.0) == 4.5 * (1 - JITTER)
     assert retry_delay(10, None, lambda: 0.0) == 8.0
 
 
