@@ -150,10 +150,11 @@ class DecisionUsage:
     def of(cls, usage: Usage) -> DecisionUsage:
         """jevper's usage of a call, in the Decisions API's counts."""
         return cls(
-            input_tokens=usage.prompt_tokens or 0,
-            output_tokens=usage.completion_tokens or 0,
+            input_tokens=usage.input_tokens or 0,
+            output_tokens=usage.output_tokens or 0,
             cached_tokens=usage.cached_tokens or 0,
-            requests=usage.requests,
+            reasoning_tokens=usage.reasoning_tokens or 0,
+            requests=usage.n_calls,
         )
 
 

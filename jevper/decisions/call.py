@@ -24,6 +24,7 @@ from jevper._errors import (
     JevperError,
     LabelReadoutError,
     MalformedAnswerError,
+    ModelRefusalError,
     ProviderError,
 )
 from jevper._failure import server_failure
@@ -49,8 +50,8 @@ from jevper.models import SystemOneResponse
 from jevper.questions import Question
 
 #: What a question's answer may fail by without costing the others: the model answered prose, or
-#: something that does not fit, or was cut off.
-READ_FAILURES = (LabelReadoutError, MalformedAnswerError, IncompleteAnswerError)
+#: something that does not fit, or was cut off, or declined to answer.
+READ_FAILURES = (LabelReadoutError, MalformedAnswerError, IncompleteAnswerError, ModelRefusalError)
 
 
 @dataclass(frozen=True)
