@@ -23,10 +23,10 @@ from jevper._ask import (
 from jevper._distribution import make_answer
 from jevper._errors import (
     IncompleteAnswerError,
-    InvalidQuestionError,
     LabelReadoutError,
     MalformedAnswerError,
     ProviderError,
+    UnsupportedMethodError,
 )
 from jevper._memory import FALLBACK_SURFACE, Memory
 from jevper._options import Options
@@ -195,7 +195,7 @@ def _kind(
     carrier = PROMPT_RECORDS[surface]
     if method in ("logprobs", "grammar"):
         if not carrier.logprobs:
-            raise InvalidQuestionError(
+            raise UnsupportedMethodError(
                 f"method={method!r}: expected a surface that carries logprobs, got api={surface!r} (the "
                 f"{carrier.title} API has no logprob field); use method='structured' or 'discrete'"
             )
@@ -356,6 +356,11 @@ def _label(
         if unreadable.why == "no_distribution":
             _no_distribution(str(unreadable), settings, surface)
         first = unreadable
+    if settings.n_retry_malformed == 0:
+        raise LabelReadoutError(
+            f"{first}; not asked again (n_retry_malformed=0) — allow one corrective retry, or use "
+            "method='structured'"
+        ) from None
     # One corrective retry, continuing the same conversation so the prefix stays cached. Under
     # method="auto" it carries the label grammar unless the server refused it.
     refused = "grammar" in memory.omitted(settings.model, surface)
