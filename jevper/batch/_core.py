@@ -294,7 +294,7 @@ class BatchClassifier:
             if qid in self.answered and isinstance(trace, Mapping):
                 self.answered[qid].add((str(trace.get("method")), str(trace.get("surface"))))
         body = answered.to_api()
-        return Row(body["answers"], answered.usage.prompt_tokens, answered.usage.completion_tokens)
+        return Row(body["answers"], answered.usage.input_tokens, answered.usage.output_tokens)
 
     def _upstreams(self) -> Upstreams:
         loop = asyncio.get_running_loop()
