@@ -107,11 +107,11 @@ def run() -> Section:
         with httpx.Client(base_url=root, timeout=300.0) as http:
             client.system_one(state=STATES[0], questions=QUESTION)
             second = client.system_one(state=STATES[1], questions=QUESTION)
-            if second.usage.requests != 1:
-                raise RuntimeError(f"expected one request per call, got {second.usage.requests}")
+            if second.usage.n_calls != 1:
+                raise RuntimeError(f"expected one request per call, got {second.usage.n_calls}")
             first_body, second_body = bodies[-2:]
             shared = _shared(_tokens(http, first_body["messages"]), _tokens(http, second_body["messages"]))
-            cached, prompt = second.usage.cached_tokens or 0, second.usage.prompt_tokens or 0
+            cached, prompt = second.usage.cached_tokens or 0, second.usage.input_tokens or 0
             load = load_average()
             ratio = cached / shared
             rows.append(

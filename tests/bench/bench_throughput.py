@@ -109,7 +109,7 @@ async def _jevper(client: AsyncSystemOneClient, asked: dict[str, Choice]) -> _Pa
     wall = time.perf_counter() - started
     if len(response.answers) != QUESTIONS:
         raise RuntimeError(f"expected {QUESTIONS} answers, got {len(response.answers)}")
-    return _Pass(wall, response.usage.prompt_tokens or 0, response.usage.cached_tokens or 0)
+    return _Pass(wall, response.usage.input_tokens or 0, response.usage.cached_tokens or 0)
 
 
 async def _sequential(client: AsyncSystemOneClient, asked: dict[str, Choice]) -> _Pass:
@@ -117,7 +117,7 @@ async def _sequential(client: AsyncSystemOneClient, asked: dict[str, Choice]) ->
     prompt = cached = 0
     for qid, question in asked.items():
         response = await client.system_one(state=STATE, questions={qid: question})
-        prompt += response.usage.prompt_tokens or 0
+        prompt += response.usage.input_tokens or 0
         cached += response.usage.cached_tokens or 0
     return _Pass(time.perf_counter() - started, prompt, cached)
 
