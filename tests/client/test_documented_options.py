@@ -140,7 +140,10 @@ def test_an_http_date_and_retry_after_ms_are_read_and_the_async_client_counts_al
     async def ask() -> Any:
         sdk = AsyncOpenAI(base_url=loopback.url, api_key="local", max_retries=0)
         asked = AsyncSystemOneClient(sdk, model="m", api="chat_completions", method="logprobs", retry=FAST)
-        return (await asked.system_one(state=STATE, questions={"q": INTENT})).usage
+        usage = (await asked.system_one(state=STATE, questions={"q": INTENT})).usage
+        await asked.close()  # the documented name of aclose()
+        assert asked.closed
+        return usage
 
     usage = asyncio.run(ask())
     assert (usage.n_calls, usage.n_retries) == (1, 2) and usage.latency >= 0.05
@@ -252,3 +255,17 @@ def test_n_retry_malformed_zero_reports_prose_without_asking_again(loopback: Any
         client(loopback, n_retry_malformed=3)
     with pytest.raises(ConfigError, match="does not carry False"):
         client(loopback, structured_outputs=False)
+
+
+def test_decisions_create_takes_a_calls_model_temperature_and_keep_alive_as_system_one_does(
+    loopback: Any,
+) -> None:
+    loopback.reply("/chat/completions", 200, label())
+    predicate = {"type": "predicate", "name": "refund", "instructions": "Does the customer want money back?"}
+    asked = client(loopback, temperature=0.5, extra_headers={"X-Team": "t"})
+    decision = asked.decisions.create(input=STATE, questions=[predicate], model="other", temperature=0)
+    sent = loopback.requests[-1]
+    assert decision.answers[0].type == "predicate"
+    assert (sent.json()["model"], sent.json()["temperature"], sent.headers.get("x-team")) == ("other", 0, "t")
+    with pytest.raises(ClientCapabilityError, match="keep_alive"):
+        asked.decisions.create(input=STATE, questions=[predicate], keep_alive="5m")
