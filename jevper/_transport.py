@@ -50,7 +50,7 @@ class Sending:
     sampling temperature (None: the server's), and the retry policy (None: the SDK client's
     ``max_retries``, with jevper's retries in place of the SDK's)."""
 
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # a value may be a key
     temperature: float | None = None
     policy: RetryPolicy | None = None
 

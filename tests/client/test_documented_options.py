@@ -97,6 +97,7 @@ def test_extra_headers_travel_on_every_request_and_debug_shows_only_their_names(
     assert sent == [SECRET, SECRET, SECRET]
     assert response.debug["extra_headers"] == {"X-Team": "<redacted>"}
     assert SECRET not in repr(response) and SECRET not in repr(asked.options)
+    assert SECRET not in repr(asked.options.sending)
 
 
 @pytest.mark.parametrize(
