@@ -182,3 +182,18 @@ def test_a_method_the_surface_cannot_read_and_a_field_the_route_cannot_carry_are
             examples=[Example(state="s", answers={"q": "billing"})],
         )
     assert isinstance(dropped.value, InvalidQuestionError)
+
+
+def test_a_refusal_part_on_responses_is_a_model_refusal_error_not_answer_text(loopback: Any) -> None:
+    part = {"type": "refusal", "refusal": "I won't classify that."}
+    body = {
+        "object": "response",
+        "status": "completed",
+        "model": "m",
+        "output": [{"type": "message", "role": "assistant", "content": [part]}],
+        "usage": {"input_tokens": 5, "output_tokens": 3},
+    }
+    loopback.reply("/responses", 200, body)
+    with pytest.raises(ModelRefusalError, match="I won't classify that"):
+        client(loopback, api="responses").system_one(state=STATE, questions={"q": INTENT})
+    assert len(loopback.requests) == 1
