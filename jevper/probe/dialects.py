@@ -85,14 +85,25 @@ def decisions_dialect(exchanges: Sequence[Exchange]) -> Found:
     return Found(found, tuple(told))
 
 
+#: What each of systemone-dialect's bodies is, in the order it sends them.
+SYSTEMONE_BODIES = (
+    "TypeSafe's body",
+    "Ollama's keep_alive and a score of 12 levels",
+    "a choice of 27 options",
+)
+
+
 def systemone_dialect(exchanges: Sequence[Exchange]) -> Found:
-    """systemone-dialect's cassette: TypeSafe's body, then Ollama's (keep_alive, a score of twelve
-    levels): both answered is Ollama's dialect, the first alone TypeSafe's."""
-    told = tuple(_told(name, e) for name, e in zip((TYPESAFE, OLLAMA), exchanges, strict=False))
-    if len(exchanges) < 2 or exchanges[0].status != 200 or not answered_as(TYPESAFE, exchanges[0].json()):
+    """systemone-dialect's cassette: TypeSafe's body; with Ollama's keep_alive and a score of twelve
+    levels (Ollama's scores take 2 to 26 levels, TypeSafe's 2 to 10); a choice of 27 options (TypeSafe's
+    take 2 to 255, Ollama's 26). Ollama's dialect takes the second and refuses the third; anything else
+    that answers the first speaks TypeSafe's, a lenient server taking the second included."""
+    told = tuple(_told(name, e) for name, e in zip(SYSTEMONE_BODIES, exchanges, strict=False))
+    if len(exchanges) < 3 or exchanges[0].status != 200 or not answered_as(TYPESAFE, exchanges[0].json()):
         return Found(None, told)
-    ollama = exchanges[1].status == 200 and answered_as(OLLAMA, exchanges[1].json())
-    return Found(OLLAMA if ollama else TYPESAFE, told)
+    extras = exchanges[1].status == 200 and answered_as(OLLAMA, exchanges[1].json())
+    capped = 400 <= exchanges[2].status < 500
+    return Found(OLLAMA if extras and capped else TYPESAFE, told)
 
 
 def found_in(surface: str, exchanges: Sequence[Exchange]) -> Found:

@@ -206,6 +206,16 @@ _BODIES: Mapping[str, Callable[[], dict[str, Any]]] = {
         },
         "keep_alive": "5m",
     },
+    # A choice of 27 options: within TypeSafe's 2 to 255, past Ollama's 26.
+    "s1-27-options": _s1(
+        {
+            "q": {
+                "type": "choice",
+                "instructions": "Which?",
+                "criteria": {f"option {i}": None for i in range(27)},
+            }
+        }
+    ),
 }
 
 #: The Decisions probes' bodies (OpenAI's POST /v1/decisions): an input and a list of questions, written

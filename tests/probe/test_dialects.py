@@ -17,7 +17,8 @@ from pathlib import Path
 import markupsafe
 import pytest
 
-from jevper.probe import reports
+from jevper.probe import dialects, reports
+from jevper.probe.cassettes import Exchange
 from jevper.probe.catalogue import load_catalogue
 from jevper.probe.presets import get_preset
 from jevper.probe.recording import Layout, Recording
@@ -113,3 +114,23 @@ if __name__ == "__main__":
             shutil.rmtree(LAYOUT.fixture_dir(folder), ignore_errors=True)
             shutil.copytree(made.folder, LAYOUT.fixture_dir(folder))
             print(f"wrote {LAYOUT.fixture_dir(folder)}", file=sys.stderr)
+
+
+def test_a_lenient_typesafe_server_that_takes_twelve_levels_is_not_taken_for_ollama() -> None:
+    answered = '{"answers": {"q": {"type": "noul", "noul": 0.5}}}'
+
+    def exchange(status: int) -> Exchange:
+        text = answered if status == 200 else '{"error": {"message": "no"}}'
+        return Exchange("POST", "/v1/systemone", {}, status, "application/json", text)
+
+    # callo takes 1 to 255 levels and ignores keep_alive, and takes a choice of 27 options as TypeSafe's must.
+    assert (
+        dialects.systemone_dialect([exchange(200), exchange(200), exchange(200)]).dialect == dialects.TYPESAFE
+    )
+    assert (
+        dialects.systemone_dialect([exchange(200), exchange(422), exchange(200)]).dialect == dialects.TYPESAFE
+    )
+    assert (
+        dialects.systemone_dialect([exchange(200), exchange(200), exchange(400)]).dialect == dialects.OLLAMA
+    )
+    assert dialects.systemone_dialect([exchange(501), exchange(501), exchange(501)]).dialect is None
