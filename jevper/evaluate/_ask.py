@@ -6,10 +6,10 @@ and a calibration fit again, without asking anything.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,7 @@ async def ask(
     )
     schema = classifier.output_schema(checked.schema)
     progress = Progress(f"asking {output.name}", checked.rows, classifier)
+    progress.start()
     try:
         with replacing(output) as temporary:
             writer = Writer(temporary, schema, "parquet")
@@ -85,25 +86,33 @@ async def ask(
 
 class Progress:
     """The rows asked so far, said on stderr in the batch's words (rows done of all, rows/s, errors, each
-    server): on a terminal one line kept up to date, else a line every LINE_S seconds; and the last."""
+    server) while they are asked, whether or not a row has finished: on a terminal one line kept up to
+    date every REDRAW_S seconds, else a line every LINE_S seconds; and the last when they are done."""
 
     def __init__(self, what: str, total: int | None, classifier: BatchClassifier) -> None:
         self.what, self.classifier = what, classifier
         self.tally = Tally(total=total or 0)
         self.terminal = sys.stderr.isatty()
-        self.said = time.monotonic()
+        self._ticking: asyncio.Future[None] | None = None
+
+    def start(self) -> None:
+        self._ticking = asyncio.ensure_future(self._tick())
 
     def heard(self, _at: int, row: Row) -> None:
         self.tally.count(row)
         self.tally.asked += 1
-        if time.monotonic() - self.said >= (REDRAW_S if self.terminal else LINE_S):
-            self._say()
 
     def close(self) -> None:
+        if self._ticking is not None:
+            self._ticking.cancel()
         self._say(last=True)
 
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(REDRAW_S if self.terminal else LINE_S)
+            self._say()
+
     def _say(self, last: bool = False) -> None:
-        self.said = time.monotonic()
         if self.classifier.upstreams is not None:
             self.tally.servers = self.classifier.upstreams.status()
         head = f"{PROG}: {self.what}: "

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from _answers import QUESTIONS, TICKETS, labelled
 
+from jevper.evaluate import _ask
 from jevper.evaluate.cli import main
 from jevper.testing.faults import FaultServer, running
 
@@ -143,3 +144,29 @@ def test_asking_says_its_progress_on_stderr_rows_done_of_all_and_the_rate(
         line = next(line for line in said.err.splitlines() if f"asking {name}: " in line)
         assert "240/240 rows 100% | " in line and " rows/s | 0 errors | #1 " in line, line
     assert "rows/s" not in said.out  # the figures stay on stdout alone
+
+
+def test_the_progress_is_said_while_no_row_has_finished_yet(
+    tmp_path: Path, faults: FaultServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A slow server: nothing finishes for a second or more, and the wait is still said, not kept silent.
+    monkeypatch.setattr(_ask, "LINE_S", 0.1)
+    table = tmp_path / "tickets.jsonl"
+    table.write_text("".join(json.dumps(row) + "\n" for row in labelled()[:2]))
+    argv = [
+        str(table),
+        "--questions",
+        str(QUESTIONS),
+        "--base-url",
+        faults.base_url(),
+        "--model",
+        faults.model,
+    ]
+    faults.delay = 0.5
+    try:
+        assert main([*argv, "--out", str(tmp_path / "out"), "--concurrency", "2"]) == 0
+    finally:
+        faults.delay = 0.0
+    said = capsys.readouterr().err
+    assert "asking answers.parquet: 0/2 rows 0% | 0.0 rows/s | 0 errors | #1 " in said, said
+    assert "asking answers.parquet: 2/2 rows 100% | " in said
