@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
 
 from jevper._wire import WireResult
 from jevper.models import SystemOneResponse, Usage
@@ -37,38 +35,41 @@ def _plus(sum_so_far: int | None, count: int | None) -> int | None:
     return None if sum_so_far is None or count is None else sum_so_far + count
 
 
-@dataclass
 class Tally:
-    """What a call's requests did that their responses do not say: the retries the transport made."""
+    """What a call's requests did that their responses do not say: the retries the transport made; and
+    when the call began."""
 
-    started: float = field(default_factory=time.perf_counter)
-    retries: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    __slots__ = ("_lock", "retries", "started")
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.retries = 0
+        self._lock = threading.Lock()
 
     def retried(self) -> None:
-        with self.lock:  # the blocking client's questions retry on several threads
+        with self._lock:  # the blocking client's questions retry on several threads
             self.retries += 1
 
     def stamped(self, response: SystemOneResponse) -> SystemOneResponse:
-        """The response with the call's retries and wall time in its usage."""
-        usage = replace(response.usage, n_retries=self.retries, latency=time.perf_counter() - self.started)
-        return replace(response, usage=usage)
+        """The response with the call's retries and wall time in its usage (built directly: a call's
+        two ``dataclasses.replace`` cost 8 µs, more than the rest of this bookkeeping)."""
+        u = response.usage
+        latency = time.perf_counter() - self.started
+        usage = Usage(
+            u.input_tokens,
+            u.output_tokens,
+            u.reasoning_tokens,
+            u.cached_tokens,
+            u.n_calls,
+            self.retries,
+            latency,
+        )
+        return SystemOneResponse(response.answers, usage, response.reasoning, response.debug, response.model)
 
 
 #: The call the current request belongs to: set by the clients around a call; the async client's tasks
 #: inherit it, and the blocking client hands each worker thread a copy of the caller's context.
 CALL: ContextVar[Tally | None] = ContextVar("jevper_call", default=None)
-
-
-@contextlib.contextmanager
-def measured() -> Iterator[Tally]:
-    """A call's tally, current for the requests made inside the block."""
-    tally = Tally()
-    token = CALL.set(tally)
-    try:
-        yield tally
-    finally:
-        CALL.reset(token)
 
 
 def retried() -> None:

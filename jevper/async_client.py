@@ -15,7 +15,7 @@ from jevper._engine import Answered, Call, answer
 from jevper._errors import JevperError
 from jevper._options import ClientOptions, Overrides
 from jevper._orders import folded
-from jevper._usage import measured
+from jevper._usage import CALL, Tally
 from jevper.decisions import call as _decisions
 from jevper.decisions.answers import DecisionResponse
 from jevper.models import ModelMetadata, State, SystemOneResponse
@@ -60,7 +60,9 @@ class AsyncSystemOneClient(BaseClient):
     ) -> SystemOneResponse:
         """Ask every question about ``state`` concurrently; answers keyed by question id, in order.
         ``model`` and every other override apply to this call alone."""
-        with measured() as tally:
+        tally = Tally()
+        token = CALL.set(tally)
+        try:
             call = self._plan(state, questions, overrides, model)
             native = await self._natively(call)
             answered = (
@@ -69,6 +71,8 @@ class AsyncSystemOneClient(BaseClient):
                 else self._assemble(call, await self._in_orders(call, self._answer))
             )
             return tally.stamped(calibrated(call.options, call.questions, answered))
+        finally:
+            CALL.reset(token)
 
     async def list_models(self) -> list[ModelMetadata]:
         """``SystemOneClient.list_models``, awaited."""

@@ -16,7 +16,7 @@ from jevper._engine import Answered, Call, answer
 from jevper._errors import JevperError
 from jevper._options import ClientOptions, Overrides
 from jevper._orders import folded
-from jevper._usage import measured
+from jevper._usage import CALL, Tally
 from jevper.decisions import call as _decisions
 from jevper.decisions.answers import DecisionResponse
 from jevper.models import ModelMetadata, State, SystemOneResponse
@@ -62,13 +62,17 @@ class SystemOneClient(BaseClient):
     ) -> SystemOneResponse:
         """Ask every question about ``state``; answers come back keyed by question id, in order. ``model``
         and every other override apply to this call alone."""
-        with measured() as tally:
+        tally = Tally()
+        token = CALL.set(tally)
+        try:
             call = self._plan(state, questions, overrides, model)
             native = self._natively(call)
             answered = (
                 native if native is not None else self._assemble(call, self._in_orders(call, self._answer))
             )
             return tally.stamped(calibrated(call.options, call.questions, answered))
+        finally:
+            CALL.reset(token)
 
     def list_models(self) -> list[ModelMetadata]:
         """The models a System One deployment serves (its ``GET /v1/models``, ``{"models": [...]}``); a
