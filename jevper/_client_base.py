@@ -7,12 +7,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Unpack
 
-from jevper import _json
+from jevper import _ask, _cache, _json
 from jevper._engine import Answered
 from jevper._errors import InvalidQuestionError
+from jevper._failure import redacted_url
 from jevper._json import Json
 from jevper._memory import Memory
 from jevper._options import ClientOptions, Options, Overrides
@@ -21,6 +22,7 @@ from jevper._prompt import StateTurns, state_turns
 from jevper._trace import Prefill, QuestionTrace, Route, Trace
 from jevper._usage import total
 from jevper._wire import decisions
+from jevper.calibration import prompt_digest
 from jevper.models import Example, State, SystemOneResponse
 from jevper.questions import Choice, Noul, Question, as_question
 
@@ -42,6 +44,8 @@ class BaseClient:
         self._options = Options.of(model, options)
         self._memory = Memory()
         self._closed = False
+        cache, mode = self._options.cache, self._options.cache_mode
+        self._cache = None if cache is None or mode == "off" else _cache.AnswerCache(cache, mode)
 
     @property
     def closed(self) -> bool:
@@ -93,6 +97,57 @@ class BaseClient:
         if any(example.answer is not None for example in options.examples):
             options = replace(options, examples=fitted(options.examples, asked))
         return Plan(options, state_turns(state), asked, _json.checked("state", state))
+
+    def _cached(self, plan: Plan) -> SystemOneResponse | None:
+        """The call answered from the cache (no request), or None: no cache, a mode that does not read it,
+        or a miss."""
+        if self._cache is None or not self._cache.reads:
+            return None
+        key = _cache.key(self._cache_parts(plan, None))
+        kept = self._cache.get(key)
+        if kept is None:
+            return None
+        return _cache.response(kept, {"hit": True, "file": self._cache.path, "key": key})
+
+    def _kept(self, plan: Plan, response: SystemOneResponse) -> SystemOneResponse:
+        """``response`` written to the cache (when its mode writes), under the key of what was asked and of
+        the surface and method each answer was read with; its ``debug["cache"]`` says so."""
+        if self._cache is None:
+            return response
+        asked = _cache.key(self._cache_parts(plan, None))
+        written = self._cache.writes
+        if written:
+            answered = _cache.key(self._cache_parts(plan, _cache.used(response)))
+            self._cache.put({asked, answered}, _cache.entry(response))
+        trace = {"hit": False, "file": self._cache.path, "key": asked, "written": written}
+        return replace(response, debug={**response.debug, "cache": trace})
+
+    def _cache_parts(self, plan: Plan, used: list[list[str]] | None) -> dict[str, object]:
+        """Everything that decides a call's answers, as JSON values (``jevper._cache.key`` digests them).
+        ``used``: each question's method and surface as read; None for the ones asked for."""
+        options = plan.options
+        base_url = getattr(self._client, "base_url", None)
+        calibration = options.calibration
+        return {
+            "server": None if base_url is None else redacted_url(str(base_url)),
+            "model": options.model,
+            "read_with": used or [[options.method, options.api]] * len(plan.questions),
+            "instructions": [_ask._LABEL_SYSTEM, _ask._JSON_SYSTEM],
+            "questions": prompt_digest(dict(plan.questions)),
+            "examples": _cache.canonical([asdict(example) for example in options.examples]),
+            "option_orders": options.option_orders,
+            "reading": [
+                options.top_logprobs,
+                options.normalize_probabilities,
+                options.temperature,
+                None if options.reasoning is None else asdict(options.reasoning),
+                options.prefill,
+                _cache.canonical(options.extra_body),
+                options.n_retry_malformed,
+            ],
+            "state": plan.given,
+            "calibration": None if calibration is None else calibration.digest(),
+        }
 
     def _assemble(self, plan: Plan, answered: Sequence[Answered]) -> SystemOneResponse:
         memory, model = self._memory, plan.options.model

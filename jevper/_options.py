@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypedDict
 
-from jevper import _json
+from jevper import _cache, _json
 from jevper._errors import ClientCapabilityError, ConfigError, InvalidQuestionError, UnsupportedMethodError
 from jevper._failure import RetryPolicy
 from jevper._prompt import checked_cache_key, state_turns
@@ -56,6 +56,8 @@ class ClientOptions(Overrides, total=False):
     structured_outputs: bool
     noul_requires_question: bool | None
     native: bool
+    cache: str | os.PathLike[str] | None
+    cache_mode: str
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,11 @@ class Options:
     keep_alive: str | int | None = None
     #: The native route's extra answer fields (another server's idea; no route of ours carries one)
     extras: tuple[str, ...] = ()
+    #: An SQLite file of answers (``jevper._cache``): a call asked before is answered from it, no request
+    cache: str | None = None
+    #: read-write (the default), read (answer from the cache, never write), write (always ask, then
+    #: write) or off
+    cache_mode: str = "read-write"
     #: What travels with every request (headers, temperature, policy), made once from the fields above
     sending: Sending = field(default=PLAIN, init=False, repr=False, compare=False)
 
@@ -127,6 +134,8 @@ class Options:
             "native": bool(self.native),
             "keep_alive": checked_keep_alive(self.keep_alive),
             "extras": checked_extras(self.extras),
+            "cache": _cache.checked_path(self.cache),
+            "cache_mode": _cache.checked_mode(self.cache_mode),
         }
         for name, value in checked.items():
             object.__setattr__(self, name, value)

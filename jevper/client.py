@@ -66,11 +66,14 @@ class SystemOneClient(BaseClient):
         token = CALL.set(tally)
         try:
             call = self._plan(state, questions, overrides, model)
+            hit = self._cached(call)
+            if hit is not None:
+                return tally.stamped(hit)
             native = self._natively(call)
             answered = (
                 native if native is not None else self._assemble(call, self._in_orders(call, self._answer))
             )
-            return tally.stamped(calibrated(call.options, call.questions, answered))
+            return tally.stamped(self._kept(call, calibrated(call.options, call.questions, answered)))
         finally:
             CALL.reset(token)
 
