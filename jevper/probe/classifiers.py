@@ -110,6 +110,10 @@ def classify(probe: Probe, exchanges: Sequence[Exchange], dialect: str | None = 
             {"dialect": dialect},
         )
         return replace(verdict, facts={**status, **verdict.facts})
+    if read == "refused in the dialect":
+        verdict = _refused(last)
+        verdict = replace(verdict, text=f"{verdict.text} (in {dialect} dialect: OpenAI's envelope not asked)")
+        return replace(verdict, facts={**status, **verdict.facts})
     if read == "valid in the dialect":
         name = "systemone_conformance"
     try:

@@ -301,7 +301,8 @@ def run_replay(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if _no_match(args, catalogue):
         return EXIT_USAGE
     layout = _layout(args)
-    recordings = [r for r in layout.recordings() if r.provenance == "recorded"]
+    # Every folder holds cassettes: a recording, or a fixture transcribed from documentation.
+    recordings = list(layout.recordings())
     if args.server:
         recordings = [r for r in recordings if r.server == args.server]
     if args.release:

@@ -37,7 +37,7 @@ DECISIONS_BODIES: tuple[tuple[str, str], ...] = (
 #: Ollama's limits where they are not TypeSafe's (docs.ollama.com/api/systemone): options and levels.
 OLLAMA_OPTIONS = OLLAMA_LEVELS = (2, 26)
 
-Reading = Literal["another shape", "valid in the dialect"]
+Reading = Literal["another shape", "valid in the dialect", "refused in the dialect"]
 
 
 @dataclass(frozen=True)
@@ -132,14 +132,15 @@ def _within_ollama(body: Any) -> bool:
 
 def reading(dialect: str | None, probe: Probe, last: Exchange) -> Reading | None:
     """How the dialect reads a probe's last exchange where its own rules differ from the body the probe
-    is written in: "another shape" (a 4xx to a body the server does not speak), "valid in the dialect"
-    (a request the probe calls invalid that the dialect takes), or None (read as written)."""
+    is written in: "another shape" (a 4xx to a body the server does not speak), "refused in the dialect"
+    (a body that is no JSON refused, in the dialect's envelope, not OpenAI's), "valid in the dialect" (a
+    request the probe calls invalid that the dialect takes), or None (read as written)."""
     if dialect is None or probe.id in PROBES.values() or dialect == NATIVE.get(probe.surface):
         return None
-    if probe.raw_body is not None:  # a body that is no JSON is no shape: its refusal is read as written
-        return None
-    if dialect in (SGLANG, SYSTEM_ONE) and 400 <= last.status < 500 and last.status != 404:
-        return "another shape"
+    refused = 400 <= last.status < 500 and last.status != 404
+    if dialect in (SGLANG, SYSTEM_ONE) and refused:
+        # A body that is no JSON is no shape: refused, as it should be, in the dialect's own envelope.
+        return "refused in the dialect" if probe.raw_body is not None else "another shape"
     if dialect == OLLAMA and probe.classifier == "systemone_invalid" and _within_ollama(last.request_body):
         return "valid in the dialect"
     return None

@@ -20,6 +20,7 @@ import pytest
 from jevper.probe import dialects, reports
 from jevper.probe.cassettes import Exchange
 from jevper.probe.catalogue import load_catalogue
+from jevper.probe.cli import main
 from jevper.probe.presets import get_preset
 from jevper.probe.recording import Layout, Recording
 from jevper.probe.session import Target, record, replay
@@ -69,8 +70,11 @@ def test_the_dialect_probe_names_the_body_the_route_speaks_and_grades_by_its_rul
         assert found.verdict.startswith("speaks SGLang's body")
         # OpenAI's shape is a 400 there: "another shape", never a refusal of the feature.
         for result in fresh.probes:
-            if result.id != "decisions-dialect" and result.id != "decisions-bad-json-body":
+            if result.id not in ("decisions-dialect", "decisions-bad-json-body"):
                 assert result.outcome == "info" and result.verdict.startswith("another shape"), result.id
+        # A body that is no JSON is refused, as it should be: SGLang's envelope is not OpenAI's to grade.
+        bad = fresh.result("decisions-bad-json-body")
+        assert bad is not None and bad.outcome == "refused" and bad.grade is None
     else:
         assert found.verdict.startswith("speaks Ollama's body")
         # Ollama's scores take 2 to 26 levels: eleven is a valid request there, answered and graded.
@@ -134,3 +138,11 @@ def test_a_lenient_typesafe_server_that_takes_twelve_levels_is_not_taken_for_oll
         dialects.systemone_dialect([exchange(200), exchange(200), exchange(400)]).dialect == dialects.OLLAMA
     )
     assert dialects.systemone_dialect([exchange(501), exchange(501), exchange(501)]).dialect is None
+
+
+def test_replay_grades_a_transcribed_fixture_again_like_a_recording(tmp_path: Path) -> None:
+    key = FIXTURES["sglang"][2]
+    shutil.copytree(LAYOUT.fixture_dir(key), tmp_path / "fixtures" / key)
+    before = (tmp_path / "fixtures" / key / "results.json").read_bytes()
+    assert main(["replay", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "fixtures" / key / "results.json").read_bytes() == before
