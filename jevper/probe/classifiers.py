@@ -28,6 +28,7 @@ from jevper._wire import (
     read_error,
 )
 from jevper._wire import decisions as decisions_route
+from jevper._wire import systemone as systemone_route
 from jevper._wire.systemone import body_violations
 from jevper.probe import confidence, dialects
 from jevper.probe import stability as stability_
@@ -824,7 +825,7 @@ def decisions_unknown_model(probe: Probe, exchanges: Sequence[Exchange]) -> Verd
 def _readout(probe: Probe, exchange: Exchange, layout: str) -> stability_.Readout:
     """One answer of a stability probe, read as its surface says."""
     body = exchange.json()
-    if probe.surface == "systemone":
+    if probe.surface == systemone_route.SURFACE:
         asked = _asked(exchange, "questions")
         return stability_.systemone_readout(body, asked if isinstance(asked, Mapping) else {})
     if probe.surface == decisions_route.SURFACE:
@@ -850,7 +851,7 @@ def stability(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     refused = next((e for e in exchanges if e.status != 200), None)
     if refused is not None:
         unserved = None
-        if probe.surface == "systemone":
+        if probe.surface == systemone_route.SURFACE:
             unserved = _s1_unserved(refused)
         elif probe.surface == decisions_route.SURFACE:
             unserved = _d_unserved(refused)
@@ -884,7 +885,7 @@ def stability(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     if kind == "option-order":
         text += " (the model on this server: a fact about the model, not a server defect)"
     graded: Grade | None = None
-    if kind == "variant" and probe.surface in ("systemone", decisions_route.SURFACE):
+    if kind == "variant" and probe.surface in (systemone_route.SURFACE, decisions_route.SURFACE):
         # The API's semantics: renaming, adding or reordering questions leaves each answer as it was.
         graded = "fail" if measured.grade == "moves" else "pass"
     return Verdict(
@@ -908,7 +909,7 @@ def dialect(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     told = "; ".join(found.told)
     if found.dialect is None:
         last = next((e for e in exchanges if e.status != 200), exchanges[-1])
-        unserved = _s1_unserved(last) if probe.surface == "systemone" else _d_unserved(last)
+        unserved = _s1_unserved(last) if probe.surface == systemone_route.SURFACE else _d_unserved(last)
         if unserved is not None:
             return unserved
         return Verdict("refused", f"no documented body answered in its own shape ({told})", excerpt(told))
@@ -925,7 +926,7 @@ def confidence_formula(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     """The answers' `confidence` against the five formulas servers use, computed from each answer's own
     probabilities: which one the server's figure matches, per question type (jevper/probe/confidence.py)."""
     last = exchanges[-1]
-    unserved = _s1_unserved(last) if probe.surface == "systemone" else _d_unserved(last)
+    unserved = _s1_unserved(last) if probe.surface == systemone_route.SURFACE else _d_unserved(last)
     if unserved is not None:
         return unserved
     if last.status != 200:

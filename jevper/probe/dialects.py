@@ -18,6 +18,7 @@ from typing import Any, Literal
 import openai.types
 import pydantic
 
+from jevper._wire import decisions, systemone
 from jevper.probe.cassettes import Exchange
 from jevper.probe.catalogue import Probe
 from jevper.probe.text import words
@@ -25,9 +26,9 @@ from jevper.probe.text import words
 OPENAI, SGLANG, SYSTEM_ONE = "OpenAI's", "SGLang's", "System One's"
 TYPESAFE, OLLAMA = "TypeSafe's", "Ollama's"
 #: The body each route's probes are written in.
-NATIVE: Mapping[str, str] = {"decisions": OPENAI, "systemone": TYPESAFE}
+NATIVE: Mapping[str, str] = {decisions.SURFACE: OPENAI, systemone.SURFACE: TYPESAFE}
 #: Each route's dialect probe, whose cassette says which body the server speaks.
-PROBES: Mapping[str, str] = {"decisions": "decisions-dialect", "systemone": "systemone-dialect"}
+PROBES: Mapping[str, str] = {decisions.SURFACE: "decisions-dialect", systemone.SURFACE: "systemone-dialect"}
 #: The dialect each of decisions-dialect's bodies is written in, in the order it sends them.
 DECISIONS_BODIES: tuple[tuple[str, str], ...] = (
     ("d-standard", OPENAI),
@@ -107,7 +108,7 @@ def systemone_dialect(exchanges: Sequence[Exchange]) -> Found:
 
 
 def found_in(surface: str, exchanges: Sequence[Exchange]) -> Found:
-    return decisions_dialect(exchanges) if surface == "decisions" else systemone_dialect(exchanges)
+    return decisions_dialect(exchanges) if surface == decisions.SURFACE else systemone_dialect(exchanges)
 
 
 def _within_ollama(body: Any) -> bool:
