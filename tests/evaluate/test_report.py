@@ -40,10 +40,14 @@ class Page(HTMLParser):
 
 
 def page(tmp_path: Path, *extra: str) -> Page:
-    rows = labelled()
+    # The first 60 tickets: the page's plots and what it links do not depend on the row count, and 60 are
+    # fit in a quarter of the 240's time.
+    rows = labelled()[:60]
+    tickets = tmp_path / "tickets.csv"
+    tickets.write_text("".join(TICKETS.read_text(encoding="utf-8").splitlines(keepends=True)[:61]))
     answered = write(tmp_path / "answers.jsonl", [r["id"] for r in rows], answers(rows))
     out = tmp_path / "out"
-    argv = [str(TICKETS), "--questions", str(QUESTIONS), "--answers", str(answered), "--out", str(out)]
+    argv = [str(tickets), "--questions", str(QUESTIONS), "--answers", str(answered), "--out", str(out)]
     assert main([*argv, *extra]) == 0
     parsed = Page()
     parsed.feed((out / "report.html").read_text(encoding="utf-8"))
