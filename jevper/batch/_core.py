@@ -9,6 +9,7 @@ clients are made on first use, in the event loop that uses them.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -96,7 +97,10 @@ class BatchClassifier:
     choice asked in that many orders of its options, averaged) are the client's; with a calibration,
     ``api`` and ``method`` left "auto" ask as the calibration was fit (its surface and method), so that
     it applies to every answer. ``answered`` holds, per question, the (method, surface) pairs its answers
-    were read with in this process: what the output's provenance records.
+    were read with in this process: what the output's provenance records. ``cache`` (an SQLite file) and
+    ``cache_mode`` (read-write, read, write, off) are the clients' answer cache: a row asked before is
+    answered from it without a request (``cache_hits`` counts them). Each distinct state is asked once
+    per run, on every engine: the rows that carry it again get its answers (``duplicates`` counts them).
     """
 
     def __init__(
@@ -116,6 +120,8 @@ class BatchClassifier:
         patience: float = RESTART_PATIENCE_S,
         calibration: Calibration | str | os.PathLike[str] | None = None,
         option_orders: int = 1,
+        cache: str | os.PathLike[str] | None = None,
+        cache_mode: str = "read-write",
     ) -> None:
         self.questions = as_questions(questions)
         self._asked = dict(self.questions)
@@ -149,6 +155,8 @@ class BatchClassifier:
         }
         if option_orders != 1:
             self.client_options["option_orders"] = option_orders
+        if cache is not None:
+            self.client_options.update(cache=os.fspath(cache), cache_mode=cache_mode)
         if calibration is not None:
             fit = loaded(calibration)
             self.client_options["calibration"] = fit
@@ -159,6 +167,13 @@ class BatchClassifier:
             if method == "auto" and fit.bound_to.method in METHODS:
                 self.client_options["method"] = fit.bound_to.method
         self.answered: dict[str, set[tuple[str, str]]] = {qid: set() for qid, _ in self.questions}
+        #: Rows answered from the cache, and rows whose state an earlier row of the run carried (answered
+        #: with that row's answer, not asked), in this process.
+        self.cache_hits = 0
+        self.duplicates = 0
+        # Each distinct state of the run: its row once answered, or the ask in flight (on _once_loop).
+        self._once: dict[str, Row | asyncio.Future[Row]] = {}
+        self._once_loop: asyncio.AbstractEventLoop | None = None
         # The client's own checks of these options, once, now (a client of nothing does no I/O).
         for server in self.servers:
             AsyncSystemOneClient(object(), model=server.model, **self.client_options)
@@ -173,7 +188,9 @@ class BatchClassifier:
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.update(_pool=None, _pool_loop=None, _runner=None, _closing=None, _sdks=[])
+        state.update(
+            _pool=None, _pool_loop=None, _runner=None, _closing=None, _sdks=[], _once={}, _once_loop=None
+        )
         return state
 
     # --- the schema ----------------------------------------------------------------------------------
@@ -258,7 +275,7 @@ class BatchClassifier:
 
         async def work() -> None:
             for i in todo:
-                row = await self.ask(pool, states[i])
+                row = await self.ask_once(pool, states[i])
                 rows[i] = row
                 if on_row is not None:
                     on_row(i, row)
@@ -274,6 +291,37 @@ class BatchClassifier:
         kept = [valid_text(batch.column(name)) for name in self.kept(batch.schema)]
         columns = [batch.column(self.id_column), *kept, *result_columns(self.questions, done)]
         return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+    async def ask_once(self, pool: Upstreams, state: Any) -> Row:
+        """``ask``, once per distinct state of the run: a row whose state an earlier row carried gets that
+        row's answers (and no tokens: nothing was sent for it). A failure is shared by the rows waiting
+        for it, and asked again by a later one."""
+        loop = asyncio.get_running_loop()
+        if self._once_loop is not loop:  # an ask in flight belongs to its loop; answered rows carry over
+            self._once = {k: row for k, row in self._once.items() if isinstance(row, Row)}
+            self._once_loop = loop
+        key = _json_key(state)
+        known = self._once.get(key)
+        if known is not None:
+            self.duplicates += 1
+            first = known if isinstance(known, Row) else await asyncio.shield(known)
+            if first.error is not None:
+                return first
+            return Row(first.answers, 0, 0)
+        asking: asyncio.Future[Row] = loop.create_future()
+        self._once[key] = asking
+        try:
+            row = await self.ask(pool, state)
+        except BaseException:
+            del self._once[key]
+            asking.cancel()
+            raise
+        if row.error is None:
+            self._once[key] = row
+        else:
+            del self._once[key]
+        asking.set_result(row)
+        return row
 
     async def ask(self, pool: Upstreams, state: Any) -> Row:
         """One row's outcome; never raises for the row's failure."""
@@ -293,6 +341,8 @@ class BatchClassifier:
         for qid, trace in answered.debug.get("questions", {}).items():
             if qid in self.answered and isinstance(trace, Mapping):
                 self.answered[qid].add((str(trace.get("method")), str(trace.get("surface"))))
+        if answered.debug.get("cache", {}).get("hit"):
+            self.cache_hits += 1
         body = answered.to_api()
         return Row(body["answers"], answered.usage.input_tokens, answered.usage.output_tokens)
 
@@ -367,6 +417,11 @@ class BatchClassifier:
         else:
             asyncio.run_coroutine_threadsafe(self.aclose(), loop).result(CLOSE_TIMEOUT_S)
         self._pool = None
+
+
+def _json_key(state: Any) -> str:
+    """A state as one text, for telling rows apart: equal for equal states, in their own key order."""
+    return json.dumps(state, ensure_ascii=False, separators=(",", ":"), default=repr)
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

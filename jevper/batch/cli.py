@@ -177,6 +177,21 @@ def parser() -> argparse.ArgumentParser:
     )
     add_option_orders_argument(p)
     p.add_argument(
+        "--cache",
+        type=Path,
+        metavar="FILE",
+        help="an SQLite file of answers, made if missing: a row asked before (same server, model, questions, "
+        "state, settings and calibration) is answered from it without a request, and each answer asked is "
+        "written to it (default: none)",
+    )
+    p.add_argument(
+        "--cache-mode",
+        choices=("read-write", "read", "write", "off"),
+        default="read-write",
+        help="read: answer from --cache, never write; write: always ask, then write; off: leave it alone "
+        "(default: read-write)",
+    )
+    p.add_argument(
         "--review-below",
         type=float,
         metavar="P",
@@ -317,6 +332,8 @@ def _main(args: argparse.Namespace) -> int:
                 patience=args.patience,
                 calibration=args.calibration,
                 option_orders=args.option_orders,
+                cache=args.cache,
+                cache_mode=args.cache_mode,
             )
             classifier.output_schema(checked.schema)
             _calibrated(args, classifier, spawned)
@@ -421,7 +438,22 @@ async def _run(
         return 3
     _end(bar)
     print(summary_line(tally, rows), flush=True)
+    _spared(args, classifier)
     return 0 if not tally.errors else 1
+
+
+def _spared(args: argparse.Namespace, classifier: BatchClassifier) -> None:
+    """The summary's second line: the rows answered without a request of their own."""
+    if args.cache is None and not classifier.duplicates:
+        return
+    cached = (
+        f"{classifier.cache_hits} answered from the cache {args.cache} ({args.cache_mode})"
+        if args.cache is not None and args.cache_mode in ("read-write", "read")
+        else "no cache read"
+    )
+    print(
+        f"jevper.batch: {classifier.duplicates} duplicate rows answered as their first; {cached}", flush=True
+    )
 
 
 def _end(bar: asyncio.Future[None] | None) -> None:
