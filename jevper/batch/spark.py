@@ -26,19 +26,26 @@ from jevper.batch._share import shared
 __all__ = ["DEFAULT_MASTER", "classify_dataframe", "output_struct", "session"]
 
 DEFAULT_MASTER = "local[2]"
+#: Set in a Python driver that spark-submit started (the JVM's gateway to it).
+SUBMITTED = "PYSPARK_GATEWAY_PORT"
 #: Rows per Arrow batch handed to a task (Spark's default is 10,000): enough to fill every slot, few
 #: enough that a task's last rows do not keep the others waiting long.
 ROWS_PER_BATCH = 1024
 
 
 def session(master: str | None = None, *, app_name: str = "jevper-batch", **conf: str) -> SparkSession:
-    """The active Spark session, or a new one on ``master`` (``local[2]`` by default). The Python workers
-    are set to this interpreter, so they see the same packages (else they start another Python, without
-    pyarrow or jevper)."""
+    """The active Spark session, or a new one on ``master`` (``local[2]`` by default; under spark-submit,
+    the master it was given). The Python workers are set to this interpreter (``PYSPARK_PYTHON`` unless
+    set), so they see the same packages, else they start another Python, without pyarrow or jevper: on
+    a cluster the same path must hold the same environment on every node."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    master = master or DEFAULT_MASTER
-    builder = SparkSession.builder.master(master).appName(app_name)
+    builder = SparkSession.builder.appName(app_name)
+    if master is None and SUBMITTED in os.environ:
+        master = ""  # spark-submit started this process: its --master holds
+    else:
+        master = master or DEFAULT_MASTER
+        builder = builder.master(master)
     # In local mode the driver and its workers talk on loopback only.
     here = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
     settings = {
@@ -74,6 +81,9 @@ def classify_dataframe(
         tasks = frame.sparkSession.sparkContext.defaultParallelism
     if isinstance(tasks, bool) or not isinstance(tasks, int) or tasks < 1:
         raise ConfigError(f"tasks: expected a positive integer, got {tasks!r}")
+    if frame.rdd.getNumPartitions() < tasks:
+        # A small file is one partition: one task would ask every row while the other executors wait.
+        frame = frame.repartition(tasks)
     specs = shared(servers, tasks)
     # Checked on the driver, before any task runs: questions, servers, options and columns.
     classifier = BatchClassifier(questions, specs, **options)
