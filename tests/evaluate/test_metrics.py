@@ -1,4 +1,8 @@
-"""Every metric against scikit-learn's (or a formula computed apart) on fixed, seeded arrays."""
+"""Every metric against scikit-learn's (or a formula computed apart) on fixed, seeded arrays.
+
+scikit-learn is imported by the tests that compare with it, not by the module: importing it costs about a
+second, which each of the offline suite's workers paid while collecting, most of them for no test here.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,6 @@ import math
 
 import numpy as np
 import pytest
-from sklearn.calibration import calibration_curve
-from sklearn.metrics import accuracy_score, brier_score_loss, log_loss
 
 from jevper.evaluate import accuracy, brier, expected_level_mae, nll, reliability, selective
 
@@ -36,6 +38,8 @@ CASES = [(2, 1), (4, 2), (4, 3), (7, 4)]
 
 def ece_by_sklearn(p: np.ndarray, gold: np.ndarray, strategy: str) -> tuple[float, list[int]]:
     """The top-label ECE from sklearn's calibration_curve, the bin counts found the way it finds them."""
+    from sklearn.calibration import calibration_curve
+
     confidence = p.max(axis=1)
     hit = (p.argmax(axis=1) == gold).astype(int)
     prob_true, prob_pred = calibration_curve(hit, confidence, n_bins=15, strategy=strategy)
@@ -50,6 +54,8 @@ def ece_by_sklearn(p: np.ndarray, gold: np.ndarray, strategy: str) -> tuple[floa
 
 @pytest.mark.parametrize(("classes", "seed"), CASES)
 def test_accuracy_brier_and_nll_match_scikit_learn(classes: int, seed: int) -> None:
+    from sklearn.metrics import accuracy_score, brier_score_loss, log_loss
+
     p, gold = rows(classes, seed)
     probabilities, golds = as_lists(p, gold)
     labels = list(range(classes))
@@ -64,6 +70,8 @@ def test_accuracy_brier_and_nll_match_scikit_learn(classes: int, seed: int) -> N
 
 
 def test_the_multi_class_brier_score_is_the_sum_over_options_of_one_vs_rest_scores() -> None:
+    from sklearn.metrics import brier_score_loss
+
     p, gold = rows(4, 5)
     probabilities, golds = as_lists(p, gold)
     one_vs_rest = sum(brier_score_loss(gold == k, p[:, k]) for k in range(4))
