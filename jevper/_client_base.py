@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Unpack
+from typing import Any, Unpack
 
 from jevper import _ask, _cache, _json
 from jevper._engine import Answered
@@ -97,6 +97,18 @@ class BaseClient:
         if any(example.answer is not None for example in options.examples):
             options = replace(options, examples=fitted(options.examples, asked))
         return Plan(options, state_turns(state), asked, _json.checked("state", state))
+
+    def cached(
+        self,
+        *,
+        state: State,
+        questions: Mapping[str, Question | Mapping[str, Any]],
+        model: str | None = None,
+        **overrides: Unpack[Overrides],
+    ) -> SystemOneResponse | None:
+        """The answers the client's cache (``cache=``) holds for this call, without asking the server;
+        None with no cache, in a mode that does not read it (write, off), or when it holds none."""
+        return self._cached(self._plan(state, questions, overrides, model))
 
     def _cached(self, plan: Plan) -> SystemOneResponse | None:
         """The call answered from the cache (no request), or None: no cache, a mode that does not read it,

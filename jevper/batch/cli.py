@@ -24,8 +24,10 @@ from jevper.batch._core import (
     BatchClassifier,
     Server,
     as_questions,
+    state_values,
     unwrapped,
 )
+from jevper.batch._dry import preview
 from jevper.batch._engine_cli import ENGINES, run_engine
 from jevper.batch._files import Input, format_of
 from jevper.batch._local import DEFAULT_BATCH_ROWS, Stopped, Tally, progress_line, run, summary_line
@@ -192,6 +194,14 @@ def parser() -> argparse.ArgumentParser:
         "(default: read-write)",
     )
     p.add_argument(
+        "--dry-run",
+        choices=("time", "count"),
+        help="write nothing; say the rows, distinct rows, cache hits, requests per server and prompt tokens "
+        "(the server's /tokenize where it has one, else an estimate, labelled) the run would spend; "
+        "--dry-run (=time) also asks a small sample of rows for real and gives the time at its rate, "
+        "--dry-run=count asks nothing (default: a real run)",
+    )
+    p.add_argument(
         "--review-below",
         type=float,
         metavar="P",
@@ -275,6 +285,7 @@ def _spawned(args: argparse.Namespace) -> Iterator[SpawnedServer | None]:
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     """The options, old spellings read as the new ones (each with a warning on stderr)."""
     beside_slots = any(arg.partition("=")[0] == "--slots" for arg in argv)
+    argv = ["--dry-run=time" if arg == "--dry-run" else arg for arg in argv]  # a bare flag times the run
     return parser().parse_args(renamed(PROG, argv, RENAMED_BESIDE_SLOTS if beside_slots else RENAMED))
 
 
@@ -337,6 +348,8 @@ def _main(args: argparse.Namespace) -> int:
             )
             classifier.output_schema(checked.schema)
             _calibrated(args, classifier, spawned)
+            if args.dry_run is not None:
+                return asyncio.run(_dry_run(args, classifier, source))
             if args.engine != "local":
                 status = _on_engine(args, asked, classifier)
             else:
@@ -440,6 +453,19 @@ async def _run(
     print(summary_line(tally, rows), flush=True)
     _spared(args, classifier)
     return 0 if not tally.errors else 1
+
+
+async def _dry_run(args: argparse.Namespace, classifier: BatchClassifier, source: Input) -> int:
+    states: list[Any] = []
+    for batch in source.batches(args.batch_rows):
+        states.extend(state_values(batch.column(args.state_column)))
+    try:
+        found = await preview(classifier, states, sample=args.dry_run == "time")
+    finally:
+        await classifier.aclose()
+    for line in found.lines("jevper.batch"):
+        print(line, flush=True)
+    return 0
 
 
 def _spared(args: argparse.Namespace, classifier: BatchClassifier) -> None:
