@@ -9,6 +9,7 @@ client's fixtures. `scripts/test --fuzz` raises the example count (JEVPER_FUZZ_E
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 import os
@@ -42,8 +43,11 @@ def _cassette_bodies(path: Path) -> Iterator[tuple[str, int, Any]]:
         yield recorded.uri, recorded.status, recorded.text
 
 
+@functools.cache
 def recorded_bodies() -> list[tuple[str, str, dict[str, Any]]]:
-    """(source, surface, body) of every 200 JSON body recorded from a surface route."""
+    """(source, surface, body) of every 200 JSON body recorded from a surface route (read when a test first
+    asks: reading every cassette cost each of the offline suite's workers a quarter second while
+    collecting)."""
     found: list[tuple[str, str, dict[str, Any]]] = []
 
     def keep(source: str, uri: str, status: int, text: Any) -> None:
@@ -68,17 +72,14 @@ def recorded_bodies() -> list[tuple[str, str, dict[str, Any]]]:
     return found
 
 
-CORPUS = recorded_bodies()
-
-
 def test_the_corpus_holds_recorded_bodies_of_every_surface() -> None:
-    assert {surface for _, surface, _ in CORPUS} == set(PROMPT_SURFACES)
-    assert len(CORPUS) >= 40
+    assert {surface for _, surface, _ in recorded_bodies()} == set(PROMPT_SURFACES)
+    assert len(recorded_bodies()) >= 40
 
 
 def test_every_recorded_body_reads_or_is_refused_with_a_jevper_error() -> None:
     read_ok = 0
-    for source, surface, body in CORPUS:
+    for source, surface, body in recorded_bodies():
         try:
             read(surface, body)  # type: ignore[arg-type]
             read_ok += 1
@@ -86,11 +87,11 @@ def test_every_recorded_body_reads_or_is_refused_with_a_jevper_error() -> None:
             pass
         except Exception as exc:  # pragma: no cover - the failure message is the point
             raise AssertionError(f"{source}: {type(exc).__name__}: {exc}") from exc
-    assert read_ok >= len(CORPUS) // 2
+    assert read_ok >= len(recorded_bodies()) // 2
 
 
 @FUZZ
-@given(mutated_bodies(CORPUS))
+@given(st.deferred(lambda: mutated_bodies(recorded_bodies())))
 def test_a_mutated_body_is_read_or_refused_with_a_jevper_error(case: tuple[str, str, Any]) -> None:
     _, surface, body = case
     try:
@@ -131,8 +132,10 @@ def healthy_bodies() -> list[tuple[str, str, dict[str, Any]]]:
     return bodies
 
 
-#: Healthy answers weigh eight times a recorded body, so more mutants still carry a readable answer.
-SEEDS = CORPUS + healthy_bodies() * 8
+def seeds() -> list[tuple[str, str, dict[str, Any]]]:
+    """The recorded bodies and the healthy answers, which weigh eight times a recorded body, so more
+    mutants still carry a readable answer."""
+    return recorded_bodies() + healthy_bodies() * 8
 
 
 class Canned:
@@ -187,7 +190,7 @@ def _asked(source: str, surface: str, data: st.DataObject) -> tuple[str, Questio
 
 
 @FUZZ
-@given(mutated_bodies(SEEDS), st.data())
+@given(st.deferred(lambda: mutated_bodies(seeds())), st.data())
 def test_a_mutated_body_answers_with_a_real_distribution_or_a_jevper_error(
     case: tuple[str, str, Any], data: st.DataObject
 ) -> None:
