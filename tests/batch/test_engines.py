@@ -21,19 +21,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import ray
 from _batch_data import posts
 from _engines import QUESTION, by_id, kill_session, listening_pid, probabilities, rows, tasks_served
 from _llama import slots_one_thread
 
 from jevper.batch import BatchClassifier, cli
-from jevper.batch import ray as jray
-from jevper.batch import spark as jspark
 from jevper.servers import SpawnedServer
 from jevper.servers.llamacpp import spawn_llamacpp
 from jevper.testing.faults import FaultServer
 
 pytestmark = pytest.mark.live
+# Ray and Spark (ray, jevper.batch.ray, jevper.batch.spark) are imported where they are used: at the
+# module's top they cost each of the offline suite's workers most of a second while collecting these
+# live tests, which it never runs.
 
 #: Four slots: llama.cpp then reads up to four rows' prompts in one pass (40 short rows: 8.4 rows/s on
 #: four slots against 7.1 on two, on one thread at load 2.8). One thread (tests/_llama.py).
@@ -70,6 +70,10 @@ def victim() -> Iterator[SpawnedServer]:
 
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[None]:
+    import ray
+
+    from jevper.batch import ray as jray
+
     # Logical CPUs, not cores: the actors wait on servers, and Ray's listing, reading, checkpoint
     # filtering and writing each hold one; with 2 a read -> map -> write plan waited forever.
     jray.init(num_cpus=4, object_store_memory=256 * 1024 * 1024)
@@ -79,6 +83,8 @@ def ray_local() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
+    from jevper.batch import spark as jspark
+
     session = jspark.session("local[2]")
     yield session
     session.stop()
@@ -89,11 +95,17 @@ def server_of(spawned: SpawnedServer) -> dict[str, Any]:
 
 
 def on_ray(table: pa.Table, servers: list[dict[str, Any]], **options: Any) -> pa.Table:
+    import ray
+
+    from jevper.batch import ray as jray
+
     dataset = jray.classify_dataset(ray.data.from_arrow(table), QUESTION, servers, block_rows=50, **options)
     return pa.concat_tables([ray.get(ref) for ref in dataset.to_arrow_refs()])
 
 
 def on_spark(session: Any, table: pa.Table, servers: list[dict[str, Any]], **options: Any) -> list[Any]:
+    from jevper.batch import spark as jspark
+
     frame = session.createDataFrame(table.to_pandas()).repartition(2)
     return [
         row.asDict(recursive=True)
@@ -263,6 +275,8 @@ def test_a_ray_job_killed_mid_way_and_run_again_asks_only_rows_with_no_committed
     # The first run's server answers 50 requests and then holds every one it gets: the job cannot
     # finish before it is killed, however fast or slow the machine. A driver of the tests' own cluster.
     held = faults.base_url(*["ok"] * answered_first, *["hang-no-bytes"] * (2 * slots))
+    import ray
+
     address = ray.get_runtime_context().gcs_address
     command = [sys.executable, str(driver), address]
     paths = [str(source), str(target), str(checkpoint), str(block)]
