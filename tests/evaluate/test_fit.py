@@ -267,7 +267,9 @@ def test_the_top_label_fit_recovers_the_slope_and_offset_roughly() -> None:
 
 
 def test_a_model_whose_top_answer_is_right_more_often_than_it_says_gets_the_top_label_map() -> None:
-    rows, gold = underconfident(12, 600)
+    # 300 rows: the +top map is chosen and its held-out ECE is under a quarter of the best without it
+    # (600 rows, twice the time, gave under half); the slope and offset themselves are recovered above.
+    rows, gold = underconfident(12, 300)
     methods = methods_for("choice")
     assert "prior_temperature+top" in methods
     chosen = choose(methods, rows, gold)
