@@ -26,6 +26,7 @@ from urllib.parse import parse_qsl, quote
 
 import httpx
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -58,6 +59,7 @@ from jevper.serve.observe import (
     request_id,
     shown,
 )
+from jevper.serve.shadow import Shadow
 from jevper.serve.validation import Invalid, Problem, decision, parse
 
 log = logging.getLogger("jevper.serve")
@@ -140,6 +142,17 @@ class Gateway:
         self.pool = Upstreams(specs, connect)
         self.in_flight = 0
         self._keys = [key.encode() for key in config.api_keys]
+        self.shadow: Shadow | None = None
+        if config.shadow is not None:
+            url, model = config.shadow
+            # Its own client and pool, outside the upstreams' pool: it never takes a main request's slot,
+            # and /health does not count it. Its upstream requests are labelled "shadow" in /metrics.
+            shadow_client = checked_client(
+                replace(self.config, upstream=url, model=model, more_upstreams=()), self.metrics, "shadow"
+            )
+            self.shadow = Shadow(
+                shadow_client, url, model, self.metrics, capacity=config.shadow_queue, workers=config.pool
+            )
 
     def _one(self, spec: Upstream) -> GatewayConfig:
         """The settings of one upstream's client."""
@@ -158,12 +171,17 @@ class Gateway:
         async with httpx.AsyncClient(timeout=min(5.0, self.config.timeout), headers=headers) as http:
             await asyncio.gather(*(self._check_in(http, spec) for spec in self._specs()))
             task = asyncio.create_task(self._watch(http))
+            if self.shadow is not None:
+                await self.shadow.start()
             try:
                 yield
             finally:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+                if self.shadow is not None:
+                    await self.shadow.aclose()
+                    await self.shadow.client.aclose()
                 await self.pool.aclose()
 
     async def _watch(self, http: httpx.AsyncClient) -> None:
@@ -308,6 +326,21 @@ class Gateway:
     async def metrics_text(self, request: Request) -> Response:
         return Response(self.metrics.render(), media_type=CONTENT_TYPE)
 
+    async def shadow_report(self, request: Request) -> Response:
+        """GET /v1/shadow: the shadow's agreement per question id (ids are the clients' own text, so a
+        gateway started with keys asks one), or a 404 when the gateway runs without --shadow."""
+        refused = self._unauthorized(request)
+        if refused is not None:
+            return refused
+        if self.shadow is None:
+            return error(
+                404,
+                "not_found_error",
+                "expected a gateway started with --shadow URL=MODEL, got one without a shadow; start it "
+                "with --shadow to compare a candidate upstream's answers",
+            )
+        return JSONResponse(self.shadow.report())
+
     # --- the checks, in order ------------------------------------------------------------------------
 
     def _unauthorized(self, request: Request, envelope: Envelope = SYSTEM_ONE) -> Response | None:
@@ -387,7 +420,14 @@ class Gateway:
         self.metrics.answered(answered)
         reply: dict[str, Any] = answered.to_api()
         reply["model"] = answered.model
-        return JSONResponse(reply, headers=calibrated_header(answered))
+        # The shadow is offered the request once the answer has gone out (a background task runs after
+        # the response's last byte is sent); offering only queues it.
+        background = (
+            BackgroundTask(self.shadow.offer, "/v1/systemone", on, answered)
+            if self.shadow is not None
+            else None
+        )
+        return JSONResponse(reply, headers=calibrated_header(answered), background=background)
 
     async def _decide(self, body: Body) -> Response:
         """POST /v1/decisions: the request checked by ``jevper.decisions`` (the client's own rules), asked
@@ -556,7 +596,8 @@ async def _no_route(request: Request, exc: Exception) -> Response:
     return envelope.error(
         status,
         kind,
-        "expected POST /v1/systemone, POST /v1/decisions, GET /v1/models, GET /health or GET /metrics, "
+        "expected POST /v1/systemone, POST /v1/decisions, GET /v1/models, GET /v1/shadow, GET /health or "
+        "GET /metrics, "
         f"got {request.method} {request.url.path}",
         headers=getattr(exc, "headers", None),
     )
@@ -570,6 +611,7 @@ def create_app(config: GatewayConfig, client: AsyncSystemOneClient | None = None
         Route("/v1/models", gateway.models, methods=["GET"]),
         Route("/health", gateway.health, methods=["GET"]),
         Route("/metrics", gateway.metrics_text, methods=["GET"]),
+        Route("/v1/shadow", gateway.shadow_report, methods=["GET"]),
     ]
     app = Starlette(
         routes=routes, exception_handlers={404: _no_route, 405: _no_route}, lifespan=gateway.lifespan

@@ -137,7 +137,36 @@ def parser() -> argparse.ArgumentParser:
         "holds; refused at start when fit for another model, method or surface (default: none)",
     )
     add_option_orders_argument(p)
+    p.add_argument(
+        "--shadow",
+        type=url_and_model,
+        metavar="URL[=MODEL]",
+        help="a candidate upstream (a new server release or model) every answered /v1/systemone request "
+        "is also asked of, after the answer went out; the agreement per question is in /metrics and GET "
+        "/v1/shadow (the model, if not given, from --model; default: none)",
+    )
+    p.add_argument(
+        "--shadow-queue",
+        type=int,
+        default=100,
+        metavar="N",
+        help="requests waiting for the shadow at most; one more is dropped and counted",
+    )
     return p
+
+
+def _shadow(args: argparse.Namespace) -> tuple[str, str] | None:
+    """The --shadow upstream with its model; SystemExit when it names none and --model is not given."""
+    if args.shadow is None:
+        return None
+    url, model = args.shadow
+    if not (model or args.model):
+        named = redacted_url(url)
+        raise SystemExit(
+            f"python -m jevper.serve: --shadow {named}: expected a model, got none; write --shadow "
+            f"{named}=MODEL, or give --model"
+        )
+    return url, model or args.model
 
 
 def _upstreams(args: argparse.Namespace) -> list[tuple[str, str]]:
@@ -204,6 +233,8 @@ def planned(args: argparse.Namespace, keys: tuple[str, ...] = ()) -> GatewayConf
         body_timeout=args.body_timeout,
         calibration=None if args.calibration is None else Calibration.load(args.calibration),
         option_orders=args.option_orders,
+        shadow=_shadow(args),
+        shadow_queue=args.shadow_queue,
     )
     from jevper.serve.app import checked_client
 
@@ -281,6 +312,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
             flush=True,
         )
+        if config.shadow is not None:
+            url, model = config.shadow
+            print(
+                f"jevper.serve: shadow {model} at {redacted_url(url)} (queue {config.shadow_queue})",
+                file=sys.stderr,
+                flush=True,
+            )
         if config.calibration is not None:
             print(f"jevper.serve: {calibrating(config.calibration, args.spawn)}", file=sys.stderr, flush=True)
         # Uvicorn drains the requests in flight on SIGTERM or Ctrl-C, for as long as one may take.

@@ -34,6 +34,8 @@ FLAGS = {
     "body_timeout": "--body-timeout",
     "calibration": "--calibration",
     "option_orders": "--option-orders",
+    "shadow": "--shadow",
+    "shadow_queue": "--shadow-queue",
 }
 #: The methods that read a label's probability from logprobs, which some surfaces (Messages) do not carry.
 LOGPROB_METHODS = ("logprobs", "grammar")
@@ -71,6 +73,11 @@ class GatewayConfig:
     calibration: Calibration | None = None
     #: Each choice asked in this many orders of its options, its answer their mean (jevper._orders).
     option_orders: int = 1
+    #: A candidate upstream (base URL, model) every answered System One request is asked of afterwards,
+    #: its answers compared with those given (jevper.serve.shadow); None: no shadow.
+    shadow: tuple[str, str] | None = None
+    #: Requests waiting for the shadow at most; one more is dropped and counted.
+    shadow_queue: int = 100
 
     @property
     def upstreams(self) -> tuple[tuple[str, str], ...]:
@@ -78,7 +85,7 @@ class GatewayConfig:
         return ((self.upstream, self.model), *self.more_upstreams)
 
     def __post_init__(self) -> None:
-        for name in ("pool", "max_in_flight", "max_body_bytes"):
+        for name in ("pool", "max_in_flight", "max_body_bytes", "shadow_queue"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{FLAGS[name]}: expected a whole number of at least 1, got {value!r}")

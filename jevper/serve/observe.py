@@ -100,6 +100,31 @@ class Metrics:
             registry=r,
         )
 
+        # The shadow (jevper.serve.shadow): by route and question type, never a question's id, which is
+        # the client's own text and would grow the registry with the traffic.
+        self.shadow_requests = Counter(
+            "jevper_serve_shadow_requests",
+            "Answered requests handed to the shadow, by route and outcome (answered, failed, dropped)",
+            ["route", "outcome"],
+            registry=r,
+        )
+        self.shadow_answers = Counter(
+            "jevper_serve_shadow_answers",
+            "Answers compared with the shadow's, by route, question type and whether the choice agreed",
+            ["route", "type", "agreed"],
+            registry=r,
+        )
+        self.shadow_distance = Histogram(
+            "jevper_serve_shadow_distance",
+            "Total variation distance between an answer's distribution and the shadow's, by route and type",
+            ["route", "type"],
+            buckets=(0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0),
+            registry=r,
+        )
+        self.shadow_queue = Gauge(
+            "jevper_serve_shadow_queue", "Requests waiting to be asked of the shadow upstream", registry=r
+        )
+
     def answered(self, response: SystemOneResponse) -> None:
         for answer in response.answers.values():
             self.questions.labels(answer.type, answer.method, answer.surface).inc()
