@@ -25,6 +25,12 @@ surface the answers were read with, the orders each choice was asked in (``optio
 the prompt layout (every question's type, instructions and options in their order; since the client
 applies it, each question's own digest too).
 Applied to anything else it is refused with a ``CalibrationMismatchError`` naming what differs.
+
+A question's map may carry a ``Threshold`` (``--target-accuracy A --risk D``): the calibrated top probability
+at or above which its answers are right at least A of the time, with probability at least 1 - D over the
+labelled rows it was chosen on, and optionally one per label (the answer's top option). ``threshold_for``
+gives it for a question and label: the batch's ``--review-below auto`` reads it, and so should any other
+use of the figure (an escalation's ``--escalate-below auto``).
 """
 
 from __future__ import annotations
@@ -43,9 +49,10 @@ from jevper._distribution import clamped, renormalised
 from jevper._errors import CalibrationMismatchError, ConfigError
 from jevper.questions import Choice, Noul, Question, as_question, described
 
-VERSION = 3
-#: The versions read: version 1 files hold no top-label map, version 2 files no option_orders (so 1).
-READ_VERSIONS = (1, 2, 3)
+VERSION = 4
+#: The versions read: version 1 files hold no top-label map, version 2 files no option_orders (so 1),
+#: version 3 files no thresholds.
+READ_VERSIONS = (1, 2, 3, 4)
 KIND = "jevper.calibration"
 #: A distribution over a question's options, in their order (a yes/no question's: true, false).
 Distribution = tuple[float, ...]
@@ -306,16 +313,94 @@ def _layout(question: Question) -> list[Any]:
 
 
 @dataclass(frozen=True)
+class Threshold:
+    """A question's guaranteed threshold on the calibrated top probability: the answers at or above it were
+    shown right at least ``target_accuracy`` of the time with probability at least ``1 - risk`` over the
+    ``rows`` labelled answers it was chosen on. ``top_probability`` None: no threshold met the target, so
+    every answer is below it. ``per_label``: the same per label (the answer's top option), where chosen."""
+
+    target_accuracy: float
+    risk: float
+    rows: int
+    top_probability: float | None
+    per_label: Mapping[str, float | None] | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 < _check_number("target_accuracy", self.target_accuracy) <= 1:
+            raise ConfigError(
+                f"target_accuracy: expected an accuracy in (0, 1], got {self.target_accuracy!r}"
+            )
+        if not 0 < _check_number("risk", self.risk) < 1:
+            raise ConfigError(f"risk: expected a probability in (0, 1), got {self.risk!r}")
+        if type(self.rows) is not int or self.rows < 0:
+            raise ConfigError(f"rows: expected a whole number of labelled rows, got {self.rows!r}")
+        _check_threshold("top_probability", self.top_probability)
+        if self.per_label is not None:
+            if not isinstance(self.per_label, Mapping):
+                raise ConfigError(
+                    f"per_label: expected an object of each label's threshold, got {self.per_label!r}"
+                )
+            for label, value in self.per_label.items():
+                _check_threshold(f"per_label.{label}", value)
+
+    def below(self, label: str | None = None) -> float | None:
+        """The threshold for an answer whose top option is ``label``: that label's where it has one, else
+        the question's; None when none met the target (every answer is below it)."""
+        if label is not None and self.per_label is not None and label in self.per_label:
+            return self.per_label[label]
+        return self.top_probability
+
+    def to_json(self) -> dict[str, Any]:
+        value: dict[str, Any] = {
+            "target_accuracy": self.target_accuracy,
+            "risk": self.risk,
+            "rows": self.rows,
+            "top_probability": self.top_probability,
+        }
+        if self.per_label is not None:
+            value["per_label"] = dict(self.per_label)
+        return value
+
+    @classmethod
+    def of_json(cls, value: Any) -> Threshold:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"expected an object of the guaranteed threshold, got {value!r}")
+        names = ("target_accuracy", "risk", "rows", "top_probability", "per_label")
+        strays = sorted(set(value) - set(names))
+        if strays:
+            raise ConfigError(f"{strays[0]}: expected only the fields {list(names)}, got {strays}")
+        for name in names[:4]:
+            if name not in value:
+                raise ConfigError(f"{name}: expected it (null for no threshold), got nothing")
+        return cls(
+            value["target_accuracy"],
+            value["risk"],
+            value["rows"],
+            value["top_probability"],
+            value.get("per_label"),
+        )
+
+
+def _check_threshold(name: str, value: Any) -> None:
+    if value is not None and not 0 <= _check_number(name, value) <= 1:
+        raise ConfigError(
+            f"{name}: expected a top probability in [0, 1] or null (none met the target), got {value!r}"
+        )
+
+
+@dataclass(frozen=True)
 class QuestionCalibration:
     """One question's map: its type and options (in order), the calibrator, each method's out-of-fold NLL
     that chose it, and the digest of this question's own layout (``prompt_digest({qid: question})``;
-    None in a file written before the clients applied calibrations)."""
+    None in a file written before the clients applied calibrations); and its guaranteed threshold, if one
+    was chosen."""
 
     type: str
     options: tuple[str, ...]
     calibrator: Calibrator
     scores: Mapping[str, float]
     prompt_digest: str | None = None
+    threshold: Threshold | None = None
 
     def __post_init__(self) -> None:
         if self.type not in TYPES:
@@ -346,6 +431,12 @@ class QuestionCalibration:
             _check_number("held_out_nll", score)
         if self.prompt_digest is not None and not isinstance(self.prompt_digest, str):
             raise ConfigError(f"prompt_digest: expected a digest's text, got {self.prompt_digest!r}")
+        labels = self.threshold.per_label if self.threshold is not None else None
+        strays = sorted(set(labels or ()) - set(options))
+        if strays:
+            raise ConfigError(
+                f"threshold.per_label: expected labels among the options {list(options)}, got {strays}"
+            )
 
     @classmethod
     def of_json(cls, value: Any) -> QuestionCalibration:
@@ -362,7 +453,17 @@ class QuestionCalibration:
             Calibrator.of_json(value),
             {str(k): _check_number("held_out_nll", v) for k, v in scores.items()},
             value.get("prompt_digest"),
+            _threshold(value.get("threshold")),
         )
+
+
+def _threshold(value: Any) -> Threshold | None:
+    if value is None:
+        return None
+    try:
+        return Threshold.of_json(value)
+    except ConfigError as bad:
+        raise ConfigError(f"threshold.{bad}") from None
 
 
 def _binding(value: Any) -> Binding:
@@ -490,6 +591,7 @@ class Calibration:
                     **q.calibrator.to_json(),
                     "held_out_nll": dict(q.scores),
                     **({"prompt_digest": q.prompt_digest} if q.prompt_digest is not None else {}),
+                    **({"threshold": q.threshold.to_json()} if q.threshold is not None else {}),
                 }
                 for qid, q in self.questions.items()
             },
@@ -548,6 +650,22 @@ class Calibration:
         except ValueError as exc:
             raise ConfigError(f"calibration {path}: expected JSON, got {exc}") from None
         return replace(cls.of_json(value, f"calibration {path}"), source=str(path))
+
+
+def threshold_for(calibration: Calibration, qid: str, label: str | None = None) -> float | None:
+    """The guaranteed threshold of question ``qid`` for an answer whose top option is ``label``: the
+    label's own where the calibration has one, else the question's. None: no threshold met the target,
+    so every answer is below it. An answer below it is one to review (``--review-below auto``) or to ask
+    again of a stronger model. A calibration without a threshold for ``qid`` is a ConfigError."""
+    question = calibration.questions.get(qid)
+    if question is None or question.threshold is None:
+        where = f" ({calibration.source})" if calibration.source else ""
+        raise ConfigError(
+            f"calibration{where}: expected a guaranteed threshold for question {qid!r}, got "
+            f"{'no map for it' if question is None else 'none'}; fit with python -m jevper.evaluate ... "
+            "--fit --target-accuracy A --risk D, or give the threshold as a number"
+        )
+    return question.threshold.below(label)
 
 
 def loaded(given: Calibration | str | os.PathLike[str]) -> Calibration:

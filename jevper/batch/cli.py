@@ -32,7 +32,7 @@ from jevper.batch._engine_cli import ENGINES, run_engine
 from jevper.batch._files import Input, format_of
 from jevper.batch._local import DEFAULT_BATCH_ROWS, Stopped, Tally, progress_line, run, summary_line
 from jevper.batch._parts import Parts
-from jevper.batch._review import checked_threshold, review_path, write_review
+from jevper.batch._review import review_below, review_below_argument, review_path, said, write_review
 from jevper.models import APIS, METHODS
 from jevper.servers import SpawnedServer
 from jevper.servers.console import outliving_reader
@@ -203,11 +203,12 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--review-below",
-        type=float,
+        type=review_below_argument,
         metavar="P",
         help="also write the rows whose top probability (the lowest over their questions; not the answers' "
-        "confidence, which rescales it) is below P to OUTPUT's <stem>.review.<ext>, in its format "
-        "(default: none)",
+        "confidence, which rescales it) is below P to OUTPUT's <stem>.review.<ext>, in its format; auto: "
+        "below each question's guaranteed threshold in --calibration, per label where it has one "
+        "(python -m jevper.evaluate --fit --target-accuracy A --risk D) (default: none)",
     )
     return p
 
@@ -306,7 +307,7 @@ def _main(args: argparse.Namespace) -> int:
     asked = questions_of(args.questions)
     format_of(args.output, "OUTPUT")
     if args.review_below is not None:
-        checked_threshold(args.review_below)
+        args.review_below = review_below(args.review_below, args.calibration, [str(qid) for qid in asked])
         if review_path(args.output).exists() and not args.resume:
             raise ConfigError(
                 f"--review-below: expected no file at {review_path(args.output)} yet, got one; it is never "
@@ -395,7 +396,7 @@ def _review(args: argparse.Namespace, questions: Sequence[tuple[str, Any]]) -> N
     if args.review_below is None:
         return
     path, count = write_review(args.output, [qid for qid, _ in questions], args.review_below)
-    print(f"{PROG}: {count} rows with a confidence below {args.review_below:g} written to {path}", flush=True)
+    print(f"{PROG}: {count} rows {said(args.review_below)} written to {path}", flush=True)
 
 
 def _on_engine(args: argparse.Namespace, asked: dict[str, Any], classifier: BatchClassifier) -> int:

@@ -7,12 +7,14 @@ calibration fit on every row, bound to what the answers came from.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from jevper.calibration import Threshold
 from jevper.evaluate._calibration import Binding, Calibration, QuestionCalibration
 from jevper.evaluate._fit import TOP, Calibrator
+from jevper.evaluate._guarantee import Guarantee, guarantee
 from jevper.evaluate._labels import Labelled
 from jevper.evaluate._metrics import (
     ECE_BINS,
@@ -33,6 +35,12 @@ from jevper.evaluate._select import DEFAULT_FOLDS, DEFAULT_SEED, Selection, choo
 VERSION = 2
 KIND = "jevper.metrics"
 DEFAULT_TARGET = 0.9
+#: What a guaranteed threshold is a threshold of.
+ANSWERED = "the top probability as answered"
+HELD_OUT = (
+    "the calibrated top probability, held out: each row calibrated by the map chosen and fit on the other "
+    "folds (calibration.json's map is fit on every row)"
+)
 #: What each figure means, written into metrics.json beside the figures.
 DEFINITIONS = {
     "top_probability": "the top probability of a row's distribution, which the bins and thresholds are "
@@ -52,6 +60,11 @@ DEFINITIONS = {
     "rotated answers that differ from the row's answer in the original order, rows_changed the share of "
     "rows with any change, by_position the share of all answers at each position; prior_corrected: the "
     "same after dividing each order's answers by that order's mean distribution (no labels used)",
+    "guarantee": "with --risk D: the top probability at or above which the answers are right at least the "
+    "target accuracy of the time, with probability at least 1 - D over the labelled rows (Learn-then-Test: "
+    "fixed-sequence testing of the thresholds 1.00, 0.99, ..., 0.00 by the exact binomial test); threshold "
+    "null: none met the target, every answer goes to review; per_label: the same on the answers whose top "
+    "option is each label; lower_bound: the Clopper-Pearson lower bound of the accuracy at the threshold",
     "after": "held out: each of k folds calibrated by the method an inner k-fold cross-validation chose "
     "on the other folds (by NLL), fit on them",
 }
@@ -135,6 +148,8 @@ class QuestionEvaluation:
     not_fit: str | None = None
     #: the model's mean answer to content-free states, when it was asked
     content_free: Distribution | None = None
+    #: the guaranteed thresholds, when a risk was given
+    guarantee: Guarantee | None = None
 
     def to_json(self) -> dict[str, Any]:
         q = self.labelled
@@ -158,7 +173,17 @@ class QuestionEvaluation:
             value["after"] = self.after.to_json()
         elif self.not_fit:
             value["calibration"] = {"not_fit": self.not_fit}
+        if self.guarantee is not None:
+            value["guarantee"] = _finite(self.guarantee.to_json())
         return value
+
+    def threshold(self) -> Threshold | None:
+        """The guaranteed threshold as calibration.json holds it."""
+        g = self.guarantee
+        if g is None:
+            return None
+        labels = None if g.labels is None else {label: c.threshold for label, c in g.labels.items()}
+        return Threshold(g.target, g.risk, g.question.rows, g.question.threshold, labels)
 
 
 @dataclass(frozen=True)
@@ -191,6 +216,7 @@ class Evaluation:
                     q.labelled.options,
                     q.selection.calibrator if q.selection else Calibrator(),
                     dict(q.selection.scores) if q.selection else {},
+                    threshold=q.threshold(),
                 )
                 for qid, q in self.questions.items()
             },
@@ -208,32 +234,62 @@ def evaluate(
     target: float = DEFAULT_TARGET,
     positions: Mapping[str, PositionBias] | None = None,
     content_free: Mapping[str, Distribution] | None = None,
+    risk: float | None = None,
+    per_label: bool = False,
 ) -> Evaluation:
     """Every figure of every question; with ``fit``, each question's calibration chosen by held-out NLL
     and its held-out figures after. ``content_free``: per question, the model's mean answer to
-    content-free states, which adds the content-free prior corrections to the methods tried."""
+    content-free states, which adds the content-free prior corrections to the methods tried. ``risk``:
+    each question's guaranteed threshold for ``target`` (``_guarantee``), on the held-out calibrated top
+    probability where a calibration is fit, else on the answers' own; ``per_label``: one per label too."""
     done: dict[str, QuestionEvaluation] = {}
     for qid, q in labelled.items():
         before = figures(q.type, q.probabilities, q.gold, target)
         position = (positions or {}).get(qid)
         prior = (content_free or {}).get(qid)
-        if not fit:
-            done[qid] = QuestionEvaluation(q, before, position=position, content_free=prior)
-            continue
-        if len(q.gold) < 2 * folds:
+        guaranteed = _guaranteed(q, target, risk, per_label)
+        if not fit or len(q.gold) < 2 * folds:
             why = (
                 f"expected at least {2 * folds} labelled, answered rows for {folds} folds, got {len(q.gold)}"
+                if fit
+                else None
             )
-            done[qid] = QuestionEvaluation(q, before, position=position, not_fit=why, content_free=prior)
+            on = ANSWERED if not fit else f"{ANSWERED} (no calibration fit: {why})"
+            done[qid] = QuestionEvaluation(
+                q,
+                before,
+                position=position,
+                not_fit=why,
+                content_free=prior,
+                guarantee=guaranteed(q.probabilities, on) if guaranteed else None,
+            )
             continue
         methods = methods_for(q.type, prior is not None)
         selection = choose(methods, q.probabilities, q.gold, folds, seed, prior)
         predicted, fold_methods = held_out(methods, q.probabilities, q.gold, folds, seed, prior)
         after = figures(q.type, predicted, q.gold, target)
         done[qid] = QuestionEvaluation(
-            q, before, after, selection, tuple(fold_methods), position, content_free=prior
+            q,
+            before,
+            after,
+            selection,
+            tuple(fold_methods),
+            position,
+            content_free=prior,
+            guarantee=guaranteed(predicted, HELD_OUT) if guaranteed else None,
         )
     return Evaluation(done, fit, folds, seed, target)
+
+
+def _guaranteed(
+    q: Labelled, target: float, risk: float | None, per_label: bool
+) -> Callable[[Sequence[Distribution], str], Guarantee] | None:
+    """The question's guarantee on the distributions given (what they are: ``on``); None without a risk."""
+    if risk is None:
+        return None
+    return lambda probabilities, on: guarantee(
+        q.options, probabilities, q.gold, target, risk, on=on, per_label=per_label
+    )
 
 
 def _reliability(r: Reliability) -> dict[str, Any]:

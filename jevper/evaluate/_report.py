@@ -2,7 +2,8 @@
 
 Per question: its figures before and after calibration, a reliability diagram (the equal-width bins'
 accuracy against top probability, each bar labelled with its row count; the held-out calibrated bins as
-points) and the coverage-accuracy curve of selective answering.
+points), the coverage-accuracy curve of selective answering, and the guaranteed thresholds where a risk
+was given.
 """
 
 from __future__ import annotations
@@ -51,8 +52,43 @@ def _section(qid: str, q: Mapping[str, Any]) -> str:
     method = calibration.get("method") or calibration.get("not_fit") or "not fit"
     return (
         f'<section id="q-{escape(qid)}">\n<h2>{escape(qid)} ({escape(q["type"])})</h2>\n'
-        f"<p>calibration: {escape(str(method))}</p>\n{_table(before, after)}\n{_position(q)}"
+        f"<p>calibration: {escape(str(method))}</p>\n{_table(before, after)}\n{_guarantee(q)}{_position(q)}"
         f"{_reliability_svg(qid, before, after)}\n{_coverage_svg(qid, before, after)}\n</section>"
+    )
+
+
+def _guarantee(q: Mapping[str, Any]) -> str:
+    """The guaranteed thresholds: the question's, then a table of each label's."""
+    g = q.get("guarantee")
+    if not g:
+        return ""
+    said = (
+        f"accuracy at least {g['target_accuracy']:g} with probability at least {1 - g['risk']:g} over the "
+        f"labelled rows, on {escape(g['on'])}"
+    )
+    if g["threshold"] is None:
+        head = (
+            f"<p>guaranteed threshold: none ({said}): no threshold meets the target, every answer goes "
+            "to review</p>\n"
+        )
+    else:
+        head = (
+            f"<p>guaranteed threshold: {g['threshold']:.2f} ({said}): {g['kept']} of {g['rows']} rows at or "
+            f"above it, accuracy {_number(g['accuracy'])}, lower bound {_number(g['lower_bound'])}</p>\n"
+        )
+    labels = g.get("per_label")
+    if not labels:
+        return head
+    rows = "".join(
+        f"<tr><td>{escape(label)}</td>"
+        f"<td>{'none: all to review' if c['threshold'] is None else _number(c['threshold'])}</td>"
+        f"<td>{c['kept']} of {c['rows']}</td><td>{_number(c['accuracy'])}</td>"
+        f"<td>{_number(c['lower_bound'])}</td></tr>"
+        for label, c in labels.items()
+    )
+    return (
+        f"{head}<table><tr><th>label</th><th>guaranteed threshold</th><th>rows at or above it</th>"
+        f"<th>their accuracy</th><th>lower bound</th></tr>{rows}</table>\n"
     )
 
 

@@ -37,10 +37,13 @@ def evaluate_files(
     seed: int = DEFAULT_SEED,
     target: float = DEFAULT_TARGET,
     content_free: Mapping[str, Distribution] | None = None,
+    risk: float | None = None,
+    per_label: bool = False,
 ) -> Evaluation:
     """``labelled`` against ``answers`` (a batch output asked with ``questions``); ``rotated``: pairs of a
     questions file with a choice's options in another order and the batch output asked with it;
-    ``content_free``: per question, the model's mean answer to content-free states."""
+    ``content_free``: per question, the model's mean answer to content-free states; ``risk`` and
+    ``per_label``: the guaranteed thresholds for ``target`` (``evaluate``)."""
     _, asked = read_questions(questions)
     labels = read_table(labelled, id_column, "LABELLED")
     answered = read_table(answers, id_column, "ANSWERS")
@@ -54,6 +57,8 @@ def evaluate_files(
         target=target,
         positions=positions,
         content_free=content_free,
+        risk=risk,
+        per_label=per_label,
     )
 
 

@@ -130,7 +130,23 @@ def parser() -> argparse.ArgumentParser:
         "--target-accuracy",
         type=float,
         default=DEFAULT_TARGET,
-        help=f"the accuracy the selective threshold is sought for (default {DEFAULT_TARGET})",
+        help="the accuracy the selective threshold is sought for, and with --risk the guaranteed one "
+        f"(default {DEFAULT_TARGET})",
+    )
+    p.add_argument(
+        "--risk",
+        type=float,
+        metavar="D",
+        help="choose each question's threshold on the top probability (calibrated, held out, with --fit) "
+        "such that, with probability at least 1 - D over the labelled rows, the answers at or above it are "
+        "right at least --target-accuracy of the time (Learn-then-Test, exact binomial tests); written to "
+        "metrics.json, report.html and, with --fit, calibration.json, for the batch's --review-below auto "
+        "(default: none)",
+    )
+    p.add_argument(
+        "--per-label",
+        action="store_true",
+        help="with --risk: a threshold per label too, on the answers whose top option it is",
     )
     p.add_argument("--id-column", default="id", help="the id column of every table (default: id)")
     p.add_argument(
@@ -233,6 +249,10 @@ def _main(args: argparse.Namespace) -> int:
         raise ConfigError(f"--folds: expected 2 or more, got {args.folds}")
     if not 0 < args.target_accuracy <= 1:
         raise ConfigError(f"--target-accuracy: expected a share in (0, 1], got {args.target_accuracy}")
+    if args.risk is not None and not 0 < args.risk < 1:
+        raise ConfigError(f"--risk: expected a probability in (0, 1), got {args.risk}")
+    if args.per_label and args.risk is None:
+        raise ConfigError("--per-label: expected --risk, whose thresholds it splits by label, got none")
     if args.out.exists() and not args.out.is_dir():
         raise ConfigError(f"--out {args.out}: expected a folder, got a file")
     asking = bool(args.server or args.spawn)
@@ -301,6 +321,8 @@ def _evaluate(args: argparse.Namespace, requests: RequestCount | None = None) ->
         seed=args.seed,
         target=args.target_accuracy,
         content_free=priors,
+        risk=args.risk,
+        per_label=args.per_label,
     )
     source: dict[str, Any] = {
         "labelled": str(args.labelled),
@@ -579,6 +601,28 @@ def _line(qid: str, q: dict[str, Any]) -> str:
         method = q["calibration"]["method"]
         held = after["ece"]["equal_width"]["value"]
         said += f" -> held out {_f(after['accuracy'])}, ECE {_f(held)} ({method})"
+    guaranteed = q.get("guarantee")
+    if guaranteed:
+        said += "; " + _guaranteed(guaranteed)
+    return said
+
+
+def _guaranteed(g: dict[str, Any]) -> str:
+    """A question's guaranteed threshold in a few words."""
+    if g["threshold"] is None:
+        said = f"no threshold shows accuracy {g['target_accuracy']:g} at risk {g['risk']:g}: all to review"
+    else:
+        said = (
+            f"threshold {g['threshold']:.2f} (accuracy >= {g['target_accuracy']:g} at risk {g['risk']:g}, "
+            f"{g['kept']} of {g['rows']} rows at or above it)"
+        )
+    labels = g.get("per_label")
+    if labels:
+        shown = ", ".join(
+            f"{label} {'-' if c['threshold'] is None else format(c['threshold'], '.2f')}"
+            for label, c in labels.items()
+        )
+        said += f"; per label {shown}"
     return said
 
 

@@ -1,6 +1,6 @@
 """``--review-below P``: the rows whose confidence (the lowest top probability over their questions) is
 below P, written beside the output in its format; failed rows stay out; a resumed run gets its review
-too."""
+too. ``--review-below auto``: below the calibration's guaranteed threshold per question and label."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from _batch_data import QUESTIONS
+from _batch_data import QUESTIONS, posts
 
 from jevper import ConfigError
 from jevper.batch._core import as_questions
@@ -21,6 +21,7 @@ from jevper.batch._files import Writer, format_of
 from jevper.batch._review import review_path, row_top_probability, write_review
 from jevper.batch._schema import Row, result_columns, result_fields
 from jevper.batch.cli import main
+from jevper.calibration import Binding, Calibration, Calibrator, QuestionCalibration, Threshold, prompt_digest
 from jevper.testing.faults import FaultServer
 
 ASKED = as_questions(QUESTIONS)
@@ -165,3 +166,82 @@ def test_an_answer_that_is_no_distribution_is_refused_as_in_the_evaluation_not_t
         row_top_probability(impossible, ["topic"])
     with pytest.raises(ValueError, match=r"probability of true in \[0, 1\], got nan"):
         row_top_probability({"urgent.noul": "nan"}, ["urgent"])
+
+
+def calibration(urgent: Threshold | None, **more: Threshold) -> Calibration:
+    """Identity maps with these thresholds, bound as the fault server's answers are."""
+    bound = Binding("faults", "test", "fault-model", "native", "systemone", prompt_digest(QUESTIONS))
+    options = {"topic": ("billing", "other"), "urgent": ("true", "false"), "anger": ("0", "1", "2")}
+    given = {"urgent": urgent, **more}
+    return Calibration(
+        bound,
+        {
+            qid: QuestionCalibration(q["type"], options[qid], Calibrator(), {}, threshold=given.get(qid))
+            for qid, q in QUESTIONS.items()
+        },
+        folds=5,
+        seed=0,
+    ).with_layouts(QUESTIONS)
+
+
+def threshold(top: float | None, **per_label: float | None) -> Threshold:
+    return Threshold(0.9, 0.1, 200, top, per_label or None)
+
+
+def test_auto_holds_each_answer_to_its_questions_threshold_or_its_top_options_where_there_is_one(
+    tmp_path: Path,
+) -> None:
+    made = output(tmp_path / "out.jsonl")
+    calm = {"topic": threshold(0.5), "anger": threshold(0.5)}
+    # One threshold for urgent: "no" (its answer false at 0.6) is below 0.7, "sure" (true at 0.95) is not.
+    assert ids(write_review(made, QIDS, calibration(threshold(0.7), **calm))[0]) == ["no"]
+    # Per label, the same answers: true needs 0.92 (so "torn", true at 0.9, goes), false 0.5 (so "no" stays).
+    per_label = calibration(threshold(0.7, true=0.92, false=0.5), **calm)
+    assert ids(write_review(made, QIDS, per_label)[0]) == ["torn"]
+    # A label no threshold met the target for sends every answer of it to review: "no" is furious ("2").
+    furious = calibration(
+        threshold(0.7, true=0.92, false=0.5), topic=threshold(0.5), anger=threshold(0.5, **{"2": None})
+    )
+    assert ids(write_review(made, QIDS, furious)[0]) == ["torn", "no"]
+    # And a question with none at all sends every answered row; never the failed one.
+    assert ids(write_review(made, QIDS, calibration(threshold(None), **calm))[0]) == ["sure", "torn", "no"]
+
+
+def test_the_command_line_reviews_below_the_calibrations_thresholds_with_auto(
+    faults: FaultServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The fault server's topic answer is 0.5/0.5, its top option billing (the first of equal ones).
+    path = tmp_path / "calibration.json"
+    zero = {"urgent": threshold(0.0), "anger": threshold(0.0)}
+    calibration(**zero, topic=threshold(0.4, billing=None)).save(path)
+    assert run(tmp_path, faults.base_url(), "--calibration", str(path), "--review-below", "auto") == 1
+    said = capsys.readouterr().out
+    assert (
+        f"5 rows below the guaranteed thresholds of {path} written to {tmp_path / 'out.review.csv'}" in said
+    )
+    assert ids(tmp_path / "out.review.csv") == ["0", "1", "3", "4", "5"]
+    # The same answers held to billing's 0.4: none is below it.
+    calibration(**zero, topic=threshold(0.9, billing=0.4)).save(path)
+    review_path(tmp_path / "out.csv").unlink()
+    assert (
+        run(tmp_path, faults.base_url(), "--calibration", str(path), "--review-below", "auto", "--resume")
+        == 0
+    )
+    assert "0 rows below the guaranteed thresholds" in capsys.readouterr().out
+    assert ids(tmp_path / "out.review.csv") == []
+
+
+def test_auto_without_a_calibration_or_without_its_thresholds_is_refused_before_any_request(
+    faults: FaultServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    asked = posts(faults)
+    assert run(tmp_path, faults.base_url(), "--review-below", "auto") == 2
+    assert "--review-below auto: expected --calibration FILE" in capsys.readouterr().err
+    path = tmp_path / "calibration.json"
+    calibration(threshold(0.7)).save(path)
+    assert run(tmp_path, faults.base_url(), "--calibration", str(path), "--review-below", "auto") == 2
+    assert "got none for ['topic', 'anger']" in capsys.readouterr().err
+    assert not (tmp_path / "out.csv").exists() and posts(faults) == asked
+    with pytest.raises(SystemExit):
+        run(tmp_path, faults.base_url(), "--review-below", "often")
+    assert "expected a probability in (0, 1] or auto, got 'often'" in capsys.readouterr().err

@@ -90,7 +90,7 @@ def test_the_calibration_file_round_trips_and_says_its_version(tmp_path: Path) -
     path = tmp_path / "calibration.json"
     calibration.save(path)
     written = json.loads(path.read_text())
-    assert (written["kind"], written["version"]) == ("jevper.calibration", 3)
+    assert (written["kind"], written["version"]) == ("jevper.calibration", 4)
     assert written["bound_to"]["model"] == "qwen2.5-coder-1.5b"
     assert written["bound_to"]["option_orders"] == 1
     assert written["questions"]["team"]["top"] == {"a": 1.7, "b": 0.4}
@@ -106,9 +106,9 @@ def test_a_version_1_file_is_read_as_one_without_top_label_maps(tmp_path: Path) 
 
 def test_a_calibration_file_of_another_version_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "calibration.json"
-    path.write_text(json.dumps({**CALIBRATION.to_json(), "version": 4}))
+    path.write_text(json.dumps({**CALIBRATION.to_json(), "version": 5}))
     with pytest.raises(
-        ConfigError, match=r"expected a calibration .*'version': one of \[1, 2, 3\].*got .*'version': 4"
+        ConfigError, match=r"expected a calibration .*'version': one of \[1, 2, 3, 4\].*got .*'version': 5"
     ):
         Calibration.load(path)
 
