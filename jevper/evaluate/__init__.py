@@ -4,8 +4,9 @@ calibration that makes it.
 ``evaluate_files`` (and ``python -m jevper.evaluate``) scores a batch's answers against a labelled table;
 ``evaluate`` does the same from distributions in hand. With ``fit=True`` each question gets the
 calibration chosen by held-out NLL, as a ``Calibration`` bound to the answers it was fit for
-(``Binding``); ``Calibration.apply`` refuses others with a ``CalibrationMismatchError``. The metrics are
-plain functions of (distributions, gold indices). docs/calibration.md says more.
+(``Binding``); ``Calibration.apply`` refuses others with a ``CalibrationMismatchError``. With ``risk``, each
+question's guaranteed threshold (``choose_threshold``: Learn-then-Test over the top probability). The
+metrics are plain functions of (distributions, gold indices). docs/calibration.md says more.
 """
 
 from jevper.servers.console import extra_required
@@ -15,6 +16,7 @@ with extra_required("jevper.evaluate", "batch"):
     from jevper.evaluate._errors import CalibrationMismatchError, LabelError
     from jevper.evaluate._evaluation import Evaluation, Figures, evaluate, figures
     from jevper.evaluate._fit import Calibrator, fit, fit_platt, fit_temperature, mean_prior
+    from jevper.evaluate._guarantee import Chosen, choose_threshold, lower_bound
     from jevper.evaluate._labels import Labelled
     from jevper.evaluate._metrics import (
         accuracy,
@@ -34,6 +36,7 @@ __all__ = [
     "Calibration",
     "CalibrationMismatchError",
     "Calibrator",
+    "Chosen",
     "Evaluation",
     "Figures",
     "LabelError",
@@ -42,6 +45,7 @@ __all__ = [
     "QuestionCalibration",
     "accuracy",
     "brier",
+    "choose_threshold",
     "evaluate",
     "evaluate_files",
     "expected_level_mae",
@@ -49,6 +53,7 @@ __all__ = [
     "fit",
     "fit_platt",
     "fit_temperature",
+    "lower_bound",
     "mean_prior",
     "nll",
     "position_bias",
