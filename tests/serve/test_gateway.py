@@ -191,16 +191,19 @@ def test_a_body_over_the_cap_is_a_413_naming_the_cap_whether_declared_or_streame
         assert "--max-body-bytes" in reply.json()["detail"]["message"]
 
 
-def test_the_requests_past_the_in_flight_limit_get_429_with_retry_after(upstream: FaultServer) -> None:
-    async def burst() -> list[httpx.Response]:
+def test_the_requests_past_the_in_flight_limit_get_429_with_retry_after() -> None:
+    # An upstream that holds each answer 2 s: the two requests let in are still in flight when the other
+    # three arrive, a moment later (a slow drip held them 6 s).
+    async def burst(held: FaultServer) -> list[httpx.Response]:
         config = GatewayConfig(
-            upstream=upstream.base_url("slow-drip"), model="smollm2", api="chat_completions", max_in_flight=2
+            upstream=held.base_url(), model="smollm2", api="chat_completions", max_in_flight=2
         )
         async with in_process(create_app(config), timeout=30) as client:
             one = {"state": STATE, "questions": {"topic": QUESTIONS["topic"]}}
             return list(await asyncio.gather(*(client.post("/v1/systemone", json=one) for _ in range(5))))
 
-    replies = asyncio.run(burst())
+    with FaultServer(model="smollm2", delay=2.0) as held:
+        replies = asyncio.run(burst(held))
     statuses = sorted(r.status_code for r in replies)
     assert statuses.count(429) == 3, statuses
     busy = next(r for r in replies if r.status_code == 429)
