@@ -106,9 +106,11 @@ def test_an_upstream_that_is_out_is_checked_in_the_background_and_put_back_in(he
             revived.stop()
 
 
-def test_requests_spread_over_the_upstreams_by_room(healthy: FaultServer) -> None:
-    with running(model="smollm2") as other:
-        config = two(healthy.base_url("slow-drip"), other.base_url("slow-drip"), pool=2, timeout=30)
+def test_requests_spread_over_the_upstreams_by_room() -> None:
+    # Upstreams that hold each answer 2 s: all four requests are in flight at once (a slow drip held them
+    # 6 s).
+    with FaultServer(model="smollm2", delay=2.0) as first, FaultServer(model="smollm2", delay=2.0) as other:
+        config = two(first.base_url(), other.base_url(), pool=2, timeout=30)
 
         async def burst() -> list[httpx.Response]:
             async with in_process(create_app(config), timeout=60, headers=AUTH) as http:
