@@ -69,12 +69,16 @@ def without(modules: tuple[str, ...], tmp_path: Path, *args: str) -> subprocess.
 COMMANDS = [
     ("jevper.probe", HARNESS, "probe", ("list",)),
     ("jevper.serve", GATEWAY, "serve", ("--spawn",)),
+    # The package imports without Uvicorn; its command line needs it.
+    ("jevper.serve", ("uvicorn",), "serve", ("--spawn",)),
     ("jevper.batch", ("pyarrow",), "batch", ("in.csv", "out.csv", "--questions", "q.json")),
     ("jevper.evaluate", ("pyarrow",), "batch", ("in.csv", "--questions", "q.json", "--out", "eval")),
 ]
 
 
-@pytest.mark.parametrize(("command", "missing", "extra", "args"), COMMANDS, ids=[c[0] for c in COMMANDS])
+@pytest.mark.parametrize(
+    ("command", "missing", "extra", "args"), COMMANDS, ids=[f"{c[0]}-{c[1][0]}" for c in COMMANDS]
+)
 def test_a_command_without_its_extra_says_in_one_line_which_extra_and_the_readme_s_install_command(
     command: str, missing: tuple[str, ...], extra: str, args: tuple[str, ...], tmp_path: Path
 ) -> None:

@@ -20,6 +20,7 @@ from jevper._failure import redacted_url
 from jevper._wire import PROMPT_SURFACES
 from jevper.calibration import Calibration
 from jevper.serve.config import DEFAULT_PORT, ConfigError, GatewayConfig
+from jevper.servers.console import missing_extra
 from jevper.servers.flags import (
     HelpFormatter,
     Renamed,
@@ -272,11 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from jevper.serve.app import create_app
         from jevper.serve.observe import configure_logging
     except ImportError as exc:
-        print(
-            f"the gateway needs its extra ({exc.name} is missing): "
-            "pip install -e '.[serve]' in a checkout of jevper",
-            file=sys.stderr,
-        )
+        print(missing_extra(PROG, "serve", str(exc.name)), file=sys.stderr)
         return 2
     try:
         keys = client_keys(args.api_key, os.environ)
