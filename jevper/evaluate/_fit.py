@@ -29,12 +29,13 @@ they say (``jevper.calibration.bounded``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
+from itertools import repeat, zip_longest
+from operator import add, mul, neg, sub
 
 from jevper.calibration import METHODS, Calibrator, Distribution, Method, beta_terms, divided, tempered
 from jevper.calibration import logit as _logit
-from jevper.calibration import sigmoid as _sigmoid
 from jevper.evaluate._metrics import FLOOR, nll, predicted
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "divided",
     "fit",
     "fit_beta",
+    "fit_each",
     "fit_platt",
     "fit_temperature",
     "fit_top",
@@ -79,17 +81,7 @@ def prior_floor(options: int, rows: int) -> float:
 def fit_temperature(probabilities: Sequence[Distribution], gold: Sequence[int]) -> float:
     """The T in T_RANGE minimising the NLL of softmax(log p / T), by golden-section search on log T
     (the NLL is convex in 1/T, so it has one minimum along log T)."""
-    logs = [[math.log(max(x, FLOOR)) for x in p] for p in probabilities]
-
-    def loss(log_t: float) -> float:
-        inverse = math.exp(-log_t)
-        total = 0.0
-        for row, g in zip(logs, gold, strict=True):
-            scaled = [x * inverse for x in row]
-            top = max(scaled)
-            total += top + math.log(sum(math.exp(x - top) for x in scaled)) - scaled[g]
-        return total
-
+    loss = _tempered_nll(probabilities, gold)
     low, high = math.log(T_RANGE[0]), math.log(T_RANGE[1])
     a = high - _GOLDEN * (high - low)
     b = low + _GOLDEN * (high - low)
@@ -104,6 +96,37 @@ def fit_temperature(probabilities: Sequence[Distribution], gold: Sequence[int]) 
             b = low + _GOLDEN * (high - low)
             fb = loss(b)
     return math.exp((low + high) / 2)
+
+
+def _tempered_nll(probabilities: Sequence[Distribution], gold: Sequence[int]) -> Callable[[float], float]:
+    """The NLL of softmax(log p / T) over the rows, as a function of log T. The logarithms are taken once:
+    with m a row's top log and d_k = log p_k - m for its other options, a row costs
+    ``log1p(sum_k exp(d_k / T)) + (m - log p_gold) / T`` (its top's term is exp(0) = 1), and the second
+    terms sum to one figure over the rows. The search calls this some 25 times a fit, so each call runs
+    down columns (one per option but the top) in the interpreter's C loops, not row by row."""
+    gaps: list[float] = []
+    lifts: list[list[float]] = []
+    for p, g in zip(probabilities, gold, strict=True):
+        logs = [math.log(max(x, FLOOR)) for x in p]
+        top = max(logs)
+        at = logs.index(top)
+        lifts.append([x - top for i, x in enumerate(logs) if i != at])
+        gaps.append(top - logs[g])
+    # A row with fewer options than another is padded with exp(-inf) = 0.
+    columns = [list(c) for c in zip_longest(*lifts, fillvalue=-math.inf)]
+    spread = math.fsum(gaps)
+    exp, log1p = math.exp, math.log1p
+
+    def loss(log_t: float) -> float:
+        inverse = math.exp(-log_t)
+        if not columns:
+            return inverse * spread
+        sums: Iterable[float] = map(exp, map(inverse.__mul__, columns[0]))
+        for column in columns[1:]:
+            sums = map(add, sums, map(exp, map(inverse.__mul__, column)))
+        return sum(map(log1p, sums), 0.0) + inverse * spread
+
+    return loss
 
 
 def fit_platt(probabilities: Sequence[Distribution], gold: Sequence[int]) -> tuple[float, float]:
@@ -132,29 +155,27 @@ def _platt_targets(gold: Sequence[int]) -> list[float]:
 
 def _logistic(rows: Sequence[Sequence[float]], y: Sequence[float], start: Sequence[float]) -> list[float]:
     """The weights w minimising sum(softplus(w . x) - y * (w . x)) over the rows x: Newton's method, each
-    step halved until the loss falls (a tiny ridge keeps a step finite when every row says the same)."""
-    w = list(start)
-    d = len(w)
+    step halved until the loss falls (a tiny ridge keeps a step finite when every row says the same).
 
-    def loss(weights: Sequence[float]) -> float:
-        total = 0.0
-        for x, yi in zip(rows, y, strict=True):
-            z = sum(wk * xk for wk, xk in zip(weights, x, strict=True))
-            total += _softplus(z) - yi * z
-        return total
-
-    current = loss(w)
+    Each weight's column of x is kept as a list, so a pass over the rows is a few of the interpreter's C
+    loops: the loss at a trial point keeps each row's w . x and exp(-|w . x|), and the gradient and
+    Hessian at the point taken are made from them, not from a second pass."""
+    w = [float(x) for x in start]
+    ys = list(y)
+    if len(rows) != len(ys):
+        raise ValueError(f"expected a target per row, got {len(ys)} targets for {len(rows)} rows")
+    columns = [[x[i] for x in rows] for i in range(len(w))]
+    current, zs, es = _logistic_loss(columns, ys, w)
     for _ in range(100):
-        grad = [0.0] * d
-        hess = [[0.0] * d for _ in range(d)]
-        for x, yi in zip(rows, y, strict=True):
-            q = _sigmoid(sum(wk * xk for wk, xk in zip(w, x, strict=True)))
-            weight = q * (1 - q)
-            for i in range(d):
-                grad[i] += (q - yi) * x[i]
-                for j in range(d):
-                    hess[i][j] += weight * x[i] * x[j]
-        for i in range(d):
+        # The sigmoid q of each row, as jevper.calibration.sigmoid gives it, from exp(-|z|).
+        qs = [(1.0 if z >= 0 else e) / (1.0 + e) for z, e in zip(zs, es, strict=True)]
+        residuals = list(map(sub, qs, ys))
+        weights = [q * (1.0 - q) for q in qs]
+        grad = [sum(map(mul, residuals, column)) for column in columns]
+        hess = []
+        for i, column in enumerate(columns):
+            weighed = list(map(mul, weights, column))
+            hess.append([sum(map(mul, weighed, other)) for other in columns])
             hess[i][i] += 1e-9
         direction = _solved(hess, grad)
         if direction is None:
@@ -162,18 +183,32 @@ def _logistic(rows: Sequence[Sequence[float]], y: Sequence[float], start: Sequen
         step = 1.0
         while step > 1e-8:
             trial_w = [wk - step * dk for wk, dk in zip(w, direction, strict=True)]
-            trial = loss(trial_w)
+            trial, trial_zs, trial_es = _logistic_loss(columns, ys, trial_w)
             if trial <= current:
                 break
             step /= 2
         else:
             break
-        w = trial_w
+        w, zs, es = trial_w, trial_zs, trial_es
         improved = current - trial
         current = trial
         if improved < 1e-12 * max(1.0, current):
             break
     return w
+
+
+def _logistic_loss(
+    columns: Sequence[Sequence[float]], ys: Sequence[float], w: Sequence[float]
+) -> tuple[float, list[float], list[float]]:
+    """sum(softplus(z) - y * z) over the rows, with z = w . x; and each row's z and exp(-|z|)."""
+    terms: Iterable[float] = map(w[0].__mul__, columns[0])
+    for wk, column in zip(w[1:], columns[1:], strict=True):
+        terms = map(add, terms, map(wk.__mul__, column))
+    zs = list(terms)
+    es = list(map(math.exp, map(neg, map(abs, zs))))
+    # softplus(z) = max(z, 0) + log1p(exp(-|z|))
+    softplus = map(add, map(max, zs, repeat(0.0)), map(math.log1p, es))
+    return sum(map(sub, softplus, map(mul, ys, zs)), 0.0), zs, es
 
 
 def _solved(matrix: Sequence[Sequence[float]], vector: Sequence[float]) -> list[float] | None:
@@ -212,11 +247,38 @@ def fit(
 ) -> Calibrator:
     """The calibrator of ``candidate`` (a method, ``+top`` after it for the top-label map) fit on these
     rows (the batch-mean prior on their distributions alone; the content-free prior as given)."""
-    if candidate.endswith(TOP):
-        base = fit(candidate.removesuffix(TOP), probabilities, gold, content_free)
-        mapped = [base.apply(p) for p in probabilities]
-        return replace(base, top=fit_top(mapped, gold), rows=len(gold))
-    method: Method = _method(candidate)
+    return fit_each((candidate,), probabilities, gold, content_free)[0]
+
+
+def fit_each(
+    candidates: Sequence[str],
+    probabilities: Sequence[Distribution],
+    gold: Sequence[int],
+    content_free: Distribution | None = None,
+) -> list[Calibrator]:
+    """``fit`` of each candidate on the same rows, each map fit once: a method and the same method with
+    ``+top`` share the method's map, which the top-label step is then fit on."""
+    fitted: dict[str, Calibrator] = {}
+
+    def one(candidate: str) -> Calibrator:
+        if candidate not in fitted:
+            if candidate.endswith(TOP):
+                base = one(candidate.removesuffix(TOP))
+                mapped = [base.apply(p) for p in probabilities]
+                fitted[candidate] = replace(base, top=fit_top(mapped, gold), rows=len(gold))
+            else:
+                fitted[candidate] = _fit_method(_method(candidate), probabilities, gold, content_free)
+        return fitted[candidate]
+
+    return [one(c) for c in candidates]
+
+
+def _fit_method(
+    method: Method,
+    probabilities: Sequence[Distribution],
+    gold: Sequence[int],
+    content_free: Distribution | None,
+) -> Calibrator:
     rows = len(gold)
     if method == "identity":
         return Calibrator()
@@ -248,7 +310,3 @@ def _method(name: str) -> Method:
 
 def fitted_nll(calibrator: Calibrator, probabilities: Sequence[Distribution], gold: Sequence[int]) -> float:
     return nll([calibrator.apply(p) for p in probabilities], gold)
-
-
-def _softplus(x: float) -> float:
-    return max(x, 0.0) + math.log1p(math.exp(-abs(x)))

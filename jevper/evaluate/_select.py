@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from jevper.evaluate._fit import Calibrator, fit
+from jevper.evaluate._fit import Calibrator, fit, fit_each
 from jevper.evaluate._metrics import Distribution, nll
 
 DEFAULT_FOLDS = 5
@@ -44,11 +44,24 @@ def out_of_fold(
     content_free: Distribution | None = None,
 ) -> list[Distribution]:
     """Each row predicted by ``method`` fit on the folds that do not hold it."""
+    return _out_of_fold((method,), probabilities, gold, k, seed, content_free)[0]
 
-    def fitted(train_p: Sequence[Distribution], train_gold: Sequence[int]) -> tuple[Calibrator, str]:
-        return fit(method, train_p, train_gold, content_free), method
 
-    return _across_folds(probabilities, gold, k, seed, fitted)[0]
+def _out_of_fold(
+    methods: Sequence[str],
+    probabilities: Sequence[Distribution],
+    gold: Sequence[int],
+    k: int,
+    seed: int,
+    content_free: Distribution | None,
+) -> list[list[Distribution]]:
+    """``out_of_fold`` of each method, the methods fit together on each fold's other rows (``fit_each``:
+    a method and its ``+top`` share the method's map)."""
+
+    def fitted(train_p: Sequence[Distribution], train_gold: Sequence[int]) -> list[tuple[str, Calibrator]]:
+        return list(zip(methods, fit_each(methods, train_p, train_gold, content_free), strict=True))
+
+    return _across_folds(probabilities, gold, k, seed, len(methods), fitted)[0]
 
 
 def choose(
@@ -59,9 +72,8 @@ def choose(
     seed: int = DEFAULT_SEED,
     content_free: Distribution | None = None,
 ) -> Selection:
-    scores: dict[str, float] = {
-        m: nll(out_of_fold(m, probabilities, gold, k, seed, content_free), gold) for m in methods
-    }
+    predictions = _out_of_fold(methods, probabilities, gold, k, seed, content_free)
+    scores: dict[str, float] = {m: nll(p, gold) for m, p in zip(methods, predictions, strict=True)}
     # Ties go to the earlier (simpler) method in ``methods``.
     best = min(methods, key=lambda m: (scores[m], methods.index(m)))
     return Selection(best, dict(scores), fit(best, probabilities, gold, content_free))
@@ -78,11 +90,12 @@ def held_out(
     """Every row calibrated by what was chosen and fit without it: the predictions, and the method each
     outer fold chose."""
 
-    def fitted(train_p: Sequence[Distribution], train_gold: Sequence[int]) -> tuple[Calibrator, str]:
+    def fitted(train_p: Sequence[Distribution], train_gold: Sequence[int]) -> list[tuple[str, Calibrator]]:
         picked = choose(methods, train_p, train_gold, k, seed + 1, content_free)
-        return picked.calibrator, picked.method
+        return [(picked.method, picked.calibrator)]
 
-    return _across_folds(probabilities, gold, k, seed, fitted)
+    predicted, names = _across_folds(probabilities, gold, k, seed, 1, fitted)
+    return predicted[0], names[0]
 
 
 def _across_folds(
@@ -90,17 +103,20 @@ def _across_folds(
     gold: Sequence[int],
     k: int,
     seed: int,
-    fitted: Callable[[Sequence[Distribution], Sequence[int]], tuple[Calibrator, str]],
-) -> tuple[list[Distribution], list[str]]:
-    """The one fold loop: each fold's rows mapped by what ``fitted`` makes of the other folds' rows; the
-    predictions, and the name of what each fold's map was."""
-    predicted: list[Distribution] = list(probabilities)
-    names: list[str] = []
+    maps: int,
+    fitted: Callable[[Sequence[Distribution], Sequence[int]], Sequence[tuple[str, Calibrator]]],
+) -> tuple[list[list[Distribution]], list[list[str]]]:
+    """The one fold loop: each fold's rows mapped by each of the ``maps`` maps that ``fitted`` makes of
+    the other folds' rows (a name and a calibrator each); per map, the predictions, and the name of what
+    it was in each fold."""
+    predicted: list[list[Distribution]] = [list(probabilities) for _ in range(maps)]
+    names: list[list[str]] = [[] for _ in range(maps)]
     for held in folds(len(gold), k, seed):
         inside = set(held)
         train = [i for i in range(len(gold)) if i not in inside]
-        calibrator, name = fitted([probabilities[i] for i in train], [gold[i] for i in train])
-        names.append(name)
-        for i in held:
-            predicted[i] = calibrator.apply(probabilities[i])
+        made = fitted([probabilities[i] for i in train], [gold[i] for i in train])
+        for slot, (name, calibrator) in enumerate(made):
+            names[slot].append(name)
+            for i in held:
+                predicted[slot][i] = calibrator.apply(probabilities[i])
     return predicted, names
