@@ -206,8 +206,8 @@ class _Tokenizer:
         self._first = asyncio.Lock()
 
     async def count(self, path: str, body: Mapping[str, Any]) -> tuple[int, bool]:
-        messages = body.get("messages")
-        if self._able is not False and path == "/chat/completions" and isinstance(messages, list):
+        messages = _messages(path, body)
+        if self._able is not False and messages is not None:
             if self._able is None:
                 async with self._first:  # one probe of the server, not one per row in flight
                     if self._able is None:
@@ -245,3 +245,18 @@ class _Tokenizer:
 
     async def close(self) -> None:
         await self._http.close()
+
+
+def _messages(path: str, body: Mapping[str, Any]) -> list[Any] | None:
+    """The chat turns of a question's request, as a chat template takes them: a Chat Completions body's
+    messages, or a Responses body's message items (the portable form jevper sends: string content)."""
+    if path == "/chat/completions" and isinstance(body.get("messages"), list):
+        return list(body["messages"])
+    items = body.get("input")
+    if path == "/responses" and isinstance(items, list):
+        turns = [
+            {"role": i.get("role"), "content": i.get("content")} for i in items if isinstance(i, Mapping)
+        ]
+        if all(isinstance(t["content"], str) for t in turns):
+            return turns
+    return None
