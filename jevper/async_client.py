@@ -97,6 +97,8 @@ class AsyncSystemOneClient(BaseClient):
         self._closed = True
         loop = asyncio.get_running_loop()
         await _cancelled([task for task in self._running if task.get_loop() is loop])
+        if self._cache is not None:
+            self._cache.close()
 
     async def __aenter__(self) -> Self:
         return self

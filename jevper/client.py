@@ -97,6 +97,8 @@ class SystemOneClient(BaseClient):
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+        if self._cache is not None:
+            self._cache.close()
 
     def __enter__(self) -> Self:
         return self

@@ -216,3 +216,15 @@ def test_a_score_and_a_noul_come_back_from_the_cache_as_they_went_in(tmp_path: P
     back = _cache.response(kept, {"hit": True})
     assert back.answers == answers and back.reasoning == {"n": "because"} and back.model == "m"
     assert dataclasses.astuple(back.usage)[:2] == (0, 0)
+
+
+def test_closing_the_client_closes_the_cache_file(loopback: Any, tmp_path: Path) -> None:
+    path = tmp_path / "answers.sqlite"
+    loopback.reply("/chat/completions", 200, chat())
+    asking = client(loopback, path)
+    asking.system_one(state=STATE, questions=QUESTIONS)
+    assert path.with_name("answers.sqlite-wal").exists()  # open: the write-ahead log is there
+    asking.close()
+    # The last connection closed: SQLite folded the log into the file and removed it.
+    assert not path.with_name("answers.sqlite-wal").exists()
+    assert len(AnswerCache(str(path))) == 1  # asked with the method and surface it was read with: one key
