@@ -128,6 +128,8 @@ def has_credentials(url: str) -> bool:
 def joined(base_url: str, route: str) -> str:
     """``route`` after the path of ``base_url`` and before its query string: ``http://h/v1?api-version=x``
     and ``/chat/completions`` make ``http://h/v1/chat/completions?api-version=x``."""
+    if "://" in route:  # already absolute: a route from the server's root (jevper._routes.path)
+        return route
     root, mark, query = base_url.partition("?")
     root = root.rstrip("/")
     if not mark:

@@ -57,8 +57,12 @@ def path(client: object, route: str) -> str:
 
     The openai SDK's base_url ends in /v1 and its routes follow it (``/chat/completions``); the anthropic
     SDK's base_url is the server's root and its routes carry the /v1 (``/v1/messages``). An SDK with
-    ``messages`` and no ``chat`` is taken to be of the second kind.
+    ``messages`` and no ``chat`` is taken to be of the second kind. A route that starts with ``/`` is the
+    server's own, from its root (Ollama's ``/api/show``): the base_url's root and the route, absolute.
     """
+    if route.startswith("/"):
+        root = str(getattr(client, "base_url", "")).partition("?")[0].rstrip("/").removesuffix("/v1")
+        return root + route
     messages_only = (
         getattr(client, messages.RECORD.sdk_resource[0], None) is not None
         and getattr(client, chat.RECORD.sdk_resource[0], None) is None

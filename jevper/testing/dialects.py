@@ -12,7 +12,8 @@ say nothing (an error's wording, a field of an answer they do not list), the cho
   body is a 400 naming the field it misses (our wording). No ``/v1/systemone``.
 - ``ollama``: ``POST /v1/systemone`` in Ollama's dialect (docs.ollama.com/api/systemone): TypeSafe's
   body plus ``images`` and ``keep_alive``; a choice of 2-26 options and a score of 2-26 levels; a body of
-  at most 64 KiB. No ``/v1/decisions``.
+  at most 64 KiB; ``POST /api/show`` lists ``"decision"`` among the model's capabilities. No
+  ``/v1/decisions``.
 """
 
 from __future__ import annotations
@@ -38,13 +39,16 @@ YES = 0.7
 
 
 class DialectServer:
-    """A server speaking `dialect` on its decision route (and listing `model` on GET /v1/models)."""
+    """A server speaking `dialect` on its decision route (and listing `model` on GET /v1/models, as owned
+    by `owned_by` when given: Ollama's own listing says "library", which the client looks for before it
+    asks POST /api/show; Ollama's dialect answers /api/show with the "decision" capability)."""
 
-    def __init__(self, dialect: Dialect, model: str = "dialect-model") -> None:
+    def __init__(self, dialect: Dialect, model: str = "dialect-model", owned_by: str | None = None) -> None:
         if dialect not in DIALECTS:
             raise ValueError(f"expected a dialect among {DIALECTS}, got {dialect!r}")
         self.dialect = dialect
         self.model = model
+        self.owned_by = owned_by
         self._http = LoopbackServer(self._route, f"{dialect}-dialect-server")
 
     @property
@@ -61,9 +65,16 @@ class DialectServer:
     def _route(self, method: str, path: str, body: Any, size: int) -> tuple[int, Any]:
         path = path.rstrip("/")
         if method == "GET" and path.endswith("/models"):
-            return 200, {"object": "list", "data": [{"id": self.model, "object": "model"}]}
+            owner = {} if self.owned_by is None else {"owned_by": self.owned_by}
+            return 200, {"object": "list", "data": [{"id": self.model, "object": "model", **owner}]}
         if method == "POST" and self.dialect == "sglang" and path.endswith("/v1/decisions"):
             return sglang(body, self.model)
+        if method == "POST" and self.dialect == "ollama" and path == "/api/show":
+            # Ollama marks a decision model in /api/show's capabilities, not in its model list.
+            known = isinstance(body, Mapping) and body.get("model") == self.model
+            if not known:
+                return 404, {"error": "model not found"}
+            return 200, {"capabilities": ["completion", "decision"], "details": {"format": "gguf"}}
         if method == "POST" and self.dialect == "ollama" and path.endswith("/v1/systemone"):
             return ollama(body, size, self.model)
         return 404, {
@@ -136,8 +147,10 @@ def ollama(body: Any, size: int, model: str) -> tuple[int, Any]:
 
 
 @contextlib.contextmanager
-def running(dialect: Dialect, model: str = "dialect-model") -> Iterator[DialectServer]:
-    server = DialectServer(dialect, model).start()
+def running(
+    dialect: Dialect, model: str = "dialect-model", owned_by: str | None = None
+) -> Iterator[DialectServer]:
+    server = DialectServer(dialect, model, owned_by).start()
     try:
         yield server
     finally:
