@@ -19,7 +19,7 @@ from jevper._memory import NATIVE, PROMPT, Memory, Note
 from jevper._options import Options, native_only
 from jevper._routes import Fetch
 from jevper._trace import QuestionTrace, Route, Trace, each
-from jevper._wire import model_list, systemone
+from jevper._wire import dialects, model_list, systemone
 from jevper.models import (
     Answer,
     ChoiceAnswer,
@@ -29,11 +29,13 @@ from jevper.models import (
     SystemOneResponse,
     Usage,
 )
-from jevper.questions import Choice, Noul, Question
+from jevper.questions import Choice, Noul, Question, Score, system_one_limits
 
 #: The longest the model list may take: a cheap listing, asked once per model before its first call.
 DISCOVERY_TIMEOUT = 10.0
 METHOD = "native"
+#: api="auto", per model: System One answers it in Ollama's dialect (found through POST /api/show).
+OLLAMA = f"{NATIVE} ({dialects.OLLAMA})"
 
 
 def discovers(options: Options, memory: Memory) -> bool:
@@ -66,6 +68,7 @@ def discover(
         assert failed is not None
         return failed
     timeout = min(options.timeout, DISCOVERY_TIMEOUT)
+    body: Mapping[str, Any] = {}
     try:
         body = yield Fetch("GET", model_list.ROUTE, None, options.model, timeout)
         listing = model_list.decision_model(body, options.model)
@@ -75,10 +78,32 @@ def discover(
                 options.model, f"GET /models failed, so not asked through System One this time: {error}"
             )
         listing = model_list.Listing(False, f"GET /models failed, so not a decision model: {error}")
+    if not listing.decisions and dialects.ollama_listed(body, options.model):
+        shown = yield from _ollama_show(options, timeout)
+        if shown is not None:
+            memory.settle(options.model, OLLAMA, f"{listing.why}; {shown}")
+            note = memory.native_route(options.model)
+            assert note is not None
+            return note
     memory.settle(options.model, NATIVE if listing.decisions else PROMPT, listing.why)
     note = memory.native_route(options.model)
     assert note is not None
     return note
+
+
+def _ollama_show(options: Options, timeout: float) -> Generator[Fetch, Mapping[str, Any], str | None]:
+    """Ollama marks a decision model in POST /api/show's ``capabilities``, not in its model list: why the
+    model is one there, or None (any failure, or no such capability, leaves the model where it was)."""
+    try:
+        body = yield Fetch("POST", dialects.OLLAMA_SHOW, {"model": options.model}, options.model, timeout)
+    except JevperError:
+        return None
+    if not dialects.ollama_decision_model(body):
+        return None
+    return (
+        f"POST {dialects.OLLAMA_SHOW} lists {dialects.OLLAMA_CAPABILITY!r} among its capabilities: "
+        f"a decision model of {dialects.OLLAMA} System One"
+    )
 
 
 def _unanswered(error: JevperError) -> bool:
@@ -93,13 +118,22 @@ def answer(
     """The call's response from System One, or None when its questions go to the prompt surfaces."""
     note = memory.native_route(options.model) if options.api == "auto" else None
     if options.api == "auto":
-        if not auto_native(options) or note is None or note.value != NATIVE:
+        if not auto_native(options) or note is None or note.value not in (NATIVE, OLLAMA):
+            return None
+        if not within_levels(questions, dialects.OLLAMA if note.value == OLLAMA else dialects.TYPESAFE):
+            # A score wider than the server's System One takes: read on the prompt surfaces, which take 26.
             return None
         native_only(options, f"api='auto' answers {options.model!r} through System One ({note.why})")
     elif options.api != systemone.SURFACE:
         return None
-    asked = {qid: question_body(question) for qid, question in questions}
-    body = systemone.build(options.model, state, asked, {**carried(options), **options.extra_body})
+    elif not within_levels(
+        questions, dialects.OLLAMA if options.keep_alive is not None else dialects.TYPESAFE
+    ):
+        # api="systemone": TypeSafe's limits, refused before sending, unless the call carries Ollama's
+        # keep_alive, which only Ollama's dialect (26 levels) takes.
+        for qid, question in questions:
+            system_one_limits(qid, question)
+    asked, body = request(options, state, questions)
     try:
         raw = yield Fetch("POST", systemone.ROUTE, body, options.model, options.timeout)
     except ProviderError as error:
@@ -114,13 +148,41 @@ def answer(
             f"{note.why}, but POST /systemone answered {said}: asked on the prompt surfaces",
         )
         return None
+    why = f"one System One request carried all {len(questions)} question(s) of the call"
+    route = None if note is None else Route(systemone.SURFACE, note.why)
+    return response(options, questions, asked, raw, why, route)
+
+
+def within_levels(questions: tuple[tuple[str, Question], ...], dialect: str) -> bool:
+    """Whether every score fits the System One dialect's levels."""
+    most = dialects.MAX_LEVELS[dialect]
+    return all(len(q.criteria) <= most for _, q in questions if isinstance(q, Score))
+
+
+def request(
+    options: Options, state: Json, questions: tuple[tuple[str, Question], ...]
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """The questions in System One's shape, and the body that carries them."""
+    asked = {qid: question_body(question) for qid, question in questions}
+    body = systemone.build(options.model, state, asked, {**carried(options), **options.extra_body})
+    return asked, body
+
+
+def response(
+    options: Options,
+    questions: tuple[tuple[str, Question], ...],
+    asked: Mapping[str, Mapping[str, Any]],
+    raw: Mapping[str, Any],
+    why: str,
+    route: Route | None,
+) -> SystemOneResponse:
+    """A System One body, read against the questions asked, as the call's response."""
     result = systemone.read(raw, asked, model=options.model)
     answers = {qid: _answer(question, result.answers[qid]) for qid, question in questions}
-    why = f"one System One request carried all {len(questions)} question(s) of the call"
     trace = Trace(
         each(list(answers), QuestionTrace(METHOD, systemone.SURFACE, 1, (why,))),
         {},
-        None if note is None else Route(systemone.SURFACE, note.why),
+        route,
         tuple(options.extra_headers),
     )
     usage = Usage(result.usage.prompt_tokens, result.usage.completion_tokens, n_calls=1)

@@ -4,7 +4,8 @@ what a question may be.
 A question knows its options and nothing about how it will be asked: labels, schemas and prompts are
 derived from it elsewhere. Every field takes what the System One API takes: instructions, descriptions
 and levels may be text or a JSON object or array (a model that reads prompts reads those as JSON text);
-a choice has 2 to 255 options, whose descriptions may be ``None``; a score has 2 to 10 levels; a noul's
+a choice has 2 to 255 options, whose descriptions may be ``None``; a score has 2 to 26 levels (the
+widest any route reads; TypeSafe's System One route takes 10, ``SYSTEM_ONE_MAX_LEVELS``); a noul's
 instructions are optional and its criteria absent, ``None``, ``{"true": ..., "false": ...}`` or one side
 of it alone. The constructors refuse anything else with an ``InvalidQuestionError`` whose ``loc`` says
 where the problem sits (``("questions", "route", "criteria")``), which the gateway reports as its 422.
@@ -235,15 +236,16 @@ class Noul:
 
 @dataclass(frozen=True)
 class Score:
-    """Place the state on 2 to 10 ordered levels, lowest first; the answer's ``score`` is the expected
-    level index under the distribution."""
+    """Place the state on 2 to 26 ordered levels, lowest first; the answer's ``score`` is the expected
+    level index under the distribution. The prompt surfaces, OpenAI's Decisions shape and Ollama's
+    System One read 26 levels; TypeSafe's System One route reads 10 (``SYSTEM_ONE_MAX_LEVELS``)."""
 
     criteria: Sequence[Text]
     instructions: Text | None = None
 
     type: ClassVar[QuestionType] = "score"
     MIN_LEVELS: ClassVar[int] = 2
-    MAX_LEVELS: ClassVar[int] = 10
+    MAX_LEVELS: ClassVar[int] = 26
     DEFAULT_INSTRUCTIONS: ClassVar[str] = "Which level fits the state best?"
 
     def __post_init__(self) -> None:
@@ -279,6 +281,8 @@ class Score:
 
 
 Question: TypeAlias = Choice | Noul | Score
+#: The levels TypeSafe's System One route takes (../shared/systemone.md); Ollama's dialect takes 26.
+SYSTEM_ONE_MAX_LEVELS = 10
 #: Each type by the name the API gives it.
 TYPES: dict[str, type[Choice] | type[Noul] | type[Score]] = {cls.type: cls for cls in (Choice, Noul, Score)}
 
@@ -317,8 +321,28 @@ def as_question(qid: str, value: object, *, api_only: bool = False) -> Question:
             ("criteria",),
             "expected criteria to be {'true': ..., 'false': ...}, one side alone, or null, got text",
         )
+    levels = fields.get("criteria")
+    if api_only and cls is Score and isinstance(levels, Sequence) and not isinstance(levels, str | bytes):
+        _system_one_levels(qid, len(levels))
     named = _OWNER.set(where)
     try:
         return cls(**fields)
     finally:
         _OWNER.reset(named)
+
+
+def system_one_limits(qid: str, question: Question) -> None:
+    """Refuse what TypeSafe's System One route cannot take that a question may otherwise be: a score of
+    more than ``SYSTEM_ONE_MAX_LEVELS`` levels."""
+    if isinstance(question, Score):
+        _system_one_levels(qid, len(question.criteria))
+
+
+def _system_one_levels(qid: str, count: int) -> None:
+    if not Score.MIN_LEVELS <= count <= SYSTEM_ONE_MAX_LEVELS:
+        raise _refused(
+            _Owner(f"questions[{qid!r}]", ("questions", qid)),
+            ("criteria",),
+            f"expected {Score.MIN_LEVELS} to {SYSTEM_ONE_MAX_LEVELS} levels, got {count}; merge or split "
+            "levels (TypeSafe's System One takes 10; Ollama's dialect and the prompt surfaces take 26)",
+        )

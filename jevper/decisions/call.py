@@ -20,6 +20,7 @@ from jevper._calibrated import calibrate
 from jevper._client_base import Plan, in_orders, question_trace
 from jevper._engine import Answered, Call, answer
 from jevper._errors import (
+    ClientCapabilityError,
     IncompleteAnswerError,
     JevperError,
     LabelReadoutError,
@@ -35,7 +36,7 @@ from jevper._prompt import state_turns
 from jevper._routes import Fetch
 from jevper._trace import QuestionTrace, Route, Trace, each
 from jevper._usage import total
-from jevper._wire import WireResult
+from jevper._wire import WireResult, dialects
 from jevper._wire import decisions as wire
 from jevper.decisions.answers import (
     DecisionAnswer,
@@ -121,49 +122,110 @@ def asks_natively(options: Options, memory: Memory) -> bool:
     if options.calibration is not None:
         return False
     note = memory.decisions_route(options.model)
-    return note is None or note.value == wire.SURFACE
+    return note is None or note.value in dialects.DECISIONS_DIALECTS
 
 
 def native(
     call: DecisionCall, memory: Memory
 ) -> Generator[Fetch, Mapping[str, Any], DecisionResponse | None]:
-    """The whole call in one POST /v1/decisions, its body read by the schema. Under api="auto" a server
-    without the route (404, 405, 501) or that answers it in another shape is remembered as such, once per
-    model, and None sends this call (and, then, the model's later ones) to jevper's own surfaces; so
-    does any other refusal, for this call alone."""
+    """The whole call in one POST /v1/decisions, in the dialect the server speaks there: OpenAI's shape
+    first, then, where that is refused as a body the server does not take (a 400, a 422) or answered in
+    no shape of OpenAI's, SGLang's body and System One's shape, each once; the first answered in its own
+    shape is the server's dialect, remembered once per model and spoken from then on. What the dialect
+    cannot carry is a ClientCapabilityError naming it under api="decisions". Under api="auto" a server
+    without the route (404, 405, 501) or that speaks none of them is remembered as such, and None sends
+    this call (and, then, the model's later ones) to jevper's own surfaces; so does any other refusal,
+    for this call alone."""
     options = call.options
     auto = options.api == "auto"
-    asked = call.request.body()
-    body = wire.build(asked, options.extra_body)
-    try:
-        raw = yield Fetch("POST", wire.ROUTE, body, options.model, options.timeout)
-        result = wire.read(raw, asked["questions"], model=options.model)
-    except (ProviderError, MalformedAnswerError) as error:
-        if not auto:
+    known = memory.decisions_route(options.model)
+    spoken = (known.value,) if known is not None and known.value in dialects.DECISIONS_DIALECTS else None
+    first: JevperError | None = None
+    for dialect in spoken or dialects.DECISIONS_DIALECTS:
+        try:
+            response = yield from _in_dialect(dialect, call)
+        except ClientCapabilityError:
+            if spoken is None:
+                continue  # the request cannot be put in this dialect: whether the server speaks it is unknown
+            if auto:
+                return None
             raise
-        if _not_served(error):
-            memory.settle_decisions(
-                options.model, PROMPT, f"POST /v1/decisions did not answer in OpenAI's shape: {error}"
-            )
-        return None
-    if auto and memory.decisions_route(options.model) is None:
-        memory.settle_decisions(options.model, wire.SURFACE, "POST /v1/decisions answered in OpenAI's shape")
-    response = from_api(result.raw)
+        except (ProviderError, MalformedAnswerError) as error:
+            first = first or error
+            if spoken is None and _another_shape(error):
+                continue
+            break
+        if spoken is None:
+            memory.settle_decisions(options.model, dialect, f"POST /v1/decisions answered in {dialect} shape")
+        return response
+    assert first is not None
+    if not auto:
+        raise first
+    if _not_served(first):
+        memory.settle_decisions(
+            options.model, PROMPT, f"POST /v1/decisions did not answer in any dialect jevper speaks: {first}"
+        )
+    return None
+
+
+def _in_dialect(dialect: str, call: DecisionCall) -> Generator[Fetch, Mapping[str, Any], DecisionResponse]:
+    """The call in one POST /v1/decisions in ``dialect``'s body, its answer read into OpenAI's shape."""
+    options = call.options
     count = len(call.request.questions)
-    why = f"one POST /v1/decisions request carried all {count} question(s) of the call"
-    route = None if not auto else Route(wire.SURFACE, "the server answers POST /v1/decisions itself")
+    why = f"one POST /v1/decisions request in {dialect} body carried all {count} question(s) of the call"
+    route = (
+        None
+        if options.api != "auto"
+        else Route(wire.SURFACE, f"the server answers POST /v1/decisions itself, in {dialect} shape")
+    )
+    if dialect == dialects.SYSTEM_ONE:
+        prompt = call.prompt_plan()
+        if not _native.within_levels(prompt.questions, dialects.SYSTEM_ONE):
+            raise ClientCapabilityError(
+                f"the server speaks {dialects.SYSTEM_ONE} shape on POST /v1/decisions, which takes scores of "
+                f"at most {dialects.MAX_LEVELS[dialects.SYSTEM_ONE]} levels; merge levels, or ask with "
+                "api='auto'"
+            )
+        native_asked, body = _native.request(options, prompt.given, prompt.questions)
+        raw = yield Fetch("POST", wire.ROUTE, body, options.model, options.timeout)
+        one = _native.response(options, prompt.questions, native_asked, raw, why, route)
+        return from_system_one(call, one)
+    asked = call.request.body()
+    if dialect == dialects.SGLANG:
+        body = dialects.sglang_body(asked, options.extra_body)
+        raw = yield Fetch("POST", wire.ROUTE, body, options.model, options.timeout)
+        if not dialects.answered_as(dialects.SGLANG, raw):
+            raise MalformedAnswerError(
+                f"POST /v1/decisions: expected {dialects.SGLANG} answer (object 'decisions', a list of "
+                f"answers) to {dialects.SGLANG} body, got keys {sorted(raw)[:6]!r}"
+            )
+        raw = dialects.sglang_answers(raw, asked)
+    else:
+        raw = yield Fetch(
+            "POST", wire.ROUTE, wire.build(asked, options.extra_body), options.model, options.timeout
+        )
+    result = wire.read(raw, asked["questions"], model=options.model)
     trace = Trace(
         each([qid(i) for i in range(count)], QuestionTrace("native", wire.SURFACE, 1, (why,))), {}, route
     )
-    return replace(response, debug=trace.to_dict())
+    return replace(from_api(result.raw), debug=trace.to_dict())
+
+
+def _another_shape(error: JevperError) -> bool:
+    """A refusal that may say "not this body" rather than "not this request" or "not now": a 400 or a
+    422, or a 200 in no shape of the dialect's."""
+    if isinstance(error, MalformedAnswerError):
+        return True
+    return isinstance(error, ProviderError) and error.status in (400, 422)
 
 
 def _not_served(error: JevperError) -> bool:
-    """A refusal that says the server has no Decisions route of OpenAI's shape, rather than "not now"."""
+    """A refusal that says the server has no Decisions route in a dialect jevper speaks, rather than "not
+    now"."""
     if isinstance(error, MalformedAnswerError):
         return True
     assert isinstance(error, ProviderError)
-    return error.kind in ("missing_route", "not_supported") or error.status in (404, 405, 501)
+    return error.kind in ("missing_route", "not_supported") or error.status in (400, 404, 405, 422, 501)
 
 
 def from_system_one(call: DecisionCall, response: SystemOneResponse) -> DecisionResponse:

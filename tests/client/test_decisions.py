@@ -862,6 +862,10 @@ def test_auto_learns_once_that_the_server_has_no_decisions_route_and_asks_its_ch
     loopback: Any, status: int, reply: dict[str, Any]
 ) -> None:
     loopback.reply("/decisions", status, reply)
+    # A body answered in another shape: SGLang's body and System One's are tried too, each refused here.
+    dialects_tried = 2 if status == 200 else 0
+    for _ in range(dialects_tried):
+        loopback.reply("/decisions", 400, {"error": {"message": "unknown field", "type": "invalid_request"}})
     for _ in range(2):
         loopback.reply("/responses", 404, {"error": {"message": "File Not Found", "type": "not_found_error"}})
     for _ in range(2):
@@ -876,18 +880,21 @@ def test_auto_learns_once_that_the_server_has_no_decisions_route_and_asks_its_ch
     )
     assert [r.path for r in loopback.requests] == [
         "/decisions",
+        *["/decisions"] * dialects_tried,
         "/responses",
         "/chat/completions",
         "/chat/completions",
     ]
-    assert "POST /v1/decisions did not answer in OpenAI's shape" in second.debug["route"]["decisions"]
+    assert (
+        "POST /v1/decisions did not answer in any dialect jevper speaks" in second.debug["route"]["decisions"]
+    )
     assert second.debug["route"]["surface"] == "chat_completions"
     assert second.debug["server_limits"] == {}
     # Now known to lack the route: an image is refused before any request.
     image = [{"role": "user", "content": [{"type": "input_image", "image_url": "https://example.com/a.png"}]}]
     with pytest.raises(InvalidDecisionError):
         jevper_client.decisions.create(input=image, questions=[QUESTIONS[0]])
-    assert len(loopback.requests) == 4
+    assert len(loopback.requests) == 4 + dialects_tried
 
 
 def test_auto_asks_its_own_surfaces_when_the_route_fails_for_now_and_asks_the_route_again_later(

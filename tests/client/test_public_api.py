@@ -95,8 +95,8 @@ def test_a_bad_setting_of_the_run_is_a_config_error_and_not_a_wrong_question() -
         (lambda: Choice(criteria={f"o{i}": "x" for i in range(256)}), "got 256"),
         (lambda: Choice(criteria={"a": "", "b": None}), "description of 'a'"),
         (lambda: Choice(criteria=["a", "b"]), "expected criteria to be a mapping"),  # type: ignore[arg-type]
-        (lambda: Score(["only one"]), "expected 2 to 10 levels, got 1"),
-        (lambda: Score([str(i) for i in range(11)]), "got 11"),
+        (lambda: Score(["only one"]), "expected 2 to 26 levels, got 1"),
+        (lambda: Score([str(i) for i in range(27)]), "got 27"),
         (lambda: Score("low high"), "expected criteria to be a list"),
         (lambda: Noul(""), "expected instructions to be a non-empty string"),
         (lambda: ReasoningConfig(budget_tokens=0), "positive integer"),

@@ -55,12 +55,12 @@ def test_a_one_sided_noul_is_asked_with_only_its_side_on_a_prompt_surface(loopba
 def test_the_limits_are_the_apis_at_both_ends() -> None:
     assert len(Choice({f"o{i}": None for i in range(2)}).options) == 2
     assert len(Choice({f"o{i}": None for i in range(255)}).options) == 255
-    assert len(Score(["a", "b"]).options) == 2 and len(Score([str(i) for i in range(10)]).options) == 10
+    assert len(Score(["a", "b"]).options) == 2 and len(Score([str(i) for i in range(26)]).options) == 26
     for build in (
         lambda: Choice({"o": None}),
         lambda: Choice({f"o{i}": None for i in range(256)}),
         lambda: Score(["a"]),
-        lambda: Score([str(i) for i in range(11)]),
+        lambda: Score([str(i) for i in range(27)]),
     ):
         with pytest.raises(InvalidQuestionError, match="expected"):
             build()

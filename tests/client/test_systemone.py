@@ -268,7 +268,7 @@ def test_what_the_api_cannot_carry_is_refused_naming_why(
             {"q": {"type": "choice", "criteria": {f"o{i}": None for i in range(256)}}},
             "expected 2 to 255 options, got 256",
         ),
-        ({"q": {"type": "score", "criteria": ["only"]}}, "expected 2 to 10 levels, got 1"),
+        ({"q": {"type": "score", "criteria": ["only"]}}, "expected 2 to 26 levels, got 1"),
         ({"q": {"type": "score", "criteria": [str(i) for i in range(11)]}}, "got 11"),
         (
             {"q": {"type": "noul", "instructions": "x", "criteria": {"yes": "a", "no": "b"}}},

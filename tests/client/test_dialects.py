@@ -1,0 +1,206 @@
+"""The client speaks the dialects of the decision routes (../shared/decisions.md, "Dialects"): SGLang's
+own body and System One's shape on POST /v1/decisions, Ollama's System One found through POST /api/show,
+and each route's own limits on a score's levels. The servers are jevper.testing.dialects' transcribed
+ones, and a System One-shaped /v1/decisions of this module's own."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from openai import AsyncOpenAI, OpenAI
+
+from jevper import (
+    AsyncSystemOneClient,
+    ClientCapabilityError,
+    InvalidQuestionError,
+    ProviderError,
+    Score,
+    SystemOneClient,
+)
+from jevper._wire.dialects import OLLAMA_OWNER
+from jevper.testing import dialects
+from jevper.testing.loopback import LoopbackServer
+from jevper.testing.systemone import SystemOneAnswer
+
+MODEL = "dialect-model"
+INPUT = "I was charged twice for the same subscription this month."
+QUESTIONS = [
+    {
+        "type": "choice",
+        "name": "team",
+        "instructions": "Which team should answer?",
+        "choices": [{"value": "billing", "description": "money"}, {"value": "technical"}],
+    },
+    {"type": "predicate", "instructions": "Is it urgent?"},
+    {"type": "score", "instructions": "How angry?", "levels": [{"label": "calm"}, {"label": "angry"}]},
+]
+TWENTY = Score([f"level {i}" for i in range(20)])
+
+
+class Recorded(dialects.DialectServer):
+    """A transcribed dialect server that keeps each request's method, path and body."""
+
+    def __init__(self, dialect: dialects.Dialect, owned_by: str | None = None) -> None:
+        super().__init__(dialect, MODEL, owned_by)
+        self.requests: list[tuple[str, str, Any]] = []
+
+    def _route(self, method: str, path: str, body: Any, size: int) -> tuple[int, Any]:
+        self.requests.append((method, path.rstrip("/"), body))
+        return super()._route(method, path, body, size)
+
+    @property
+    def paths(self) -> list[str]:
+        return [f"{method} {path}" for method, path, _ in self.requests]
+
+
+@pytest.fixture
+def sglang() -> Iterator[Recorded]:
+    server = Recorded("sglang")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def ollama() -> Iterator[Recorded]:
+    server = Recorded("ollama", owned_by=OLLAMA_OWNER)
+    server.start()
+    yield server
+    server.stop()
+
+
+def client(server: Any, **options: Any) -> SystemOneClient:
+    return SystemOneClient(
+        OpenAI(base_url=server.base_url, api_key="k", max_retries=0), model=MODEL, **options
+    )
+
+
+@pytest.mark.parametrize("api", ["decisions", "auto"])
+def test_a_sglang_decisions_route_is_answered_in_its_own_body_and_remembered(
+    sglang: Recorded, api: str
+) -> None:
+    jevper_client = client(sglang, api=api)
+    first = jevper_client.decisions.create(input=INPUT, questions=QUESTIONS)
+    second = jevper_client.decisions.create(input=INPUT, questions=QUESTIONS)
+    assert first.to_api() == second.to_api()
+    team, urgent, anger = first.answers
+    assert (team.type, team.name, team.choice) == ("choice", "team", "billing")  # type: ignore[union-attr]
+    assert [p.value for p in team.probabilities] == ["billing", "technical"]  # type: ignore[union-attr]
+    assert urgent.probability == pytest.approx(dialects.YES)  # type: ignore[union-attr]
+    assert [p.label for p in anger.probabilities] == ["calm", "angry"]  # type: ignore[union-attr]
+    # OpenAI's body first (a 400 there: "another shape"), then SGLang's; the second call speaks it at once.
+    assert sglang.paths == ["POST /v1/decisions"] * 3
+    refused, spoken, again = (body for _, _, body in sglang.requests)
+    assert isinstance(refused["questions"][0].get("choices"), list)
+    assert spoken["questions"][0] == {
+        "id": "q0",
+        "type": "choice",
+        "question": "Which team should answer?",
+        "options": [{"name": "billing", "description": "money"}, {"name": "technical"}],
+    }
+    assert [q["type"] for q in spoken["questions"]] == ["choice", "yes_no", "score"]
+    assert again == spoken
+    assert "SGLang's" in first.debug["questions"]["questions[0]"]["why"][0]
+
+
+def test_what_sglangs_body_cannot_carry_is_refused_naming_the_dialect(sglang: Recorded) -> None:
+    jevper_client = client(sglang, api="decisions")
+    jevper_client.decisions.create(input=INPUT, questions=QUESTIONS)
+    asked = len(sglang.requests)
+    boolean = [{"type": "choice", "instructions": "Refund?", "choices": [{"value": True}, {"value": False}]}]
+    eleven = [{"type": "score", "instructions": "How?", "levels": [{"label": str(i)} for i in range(11)]}]
+    for questions, words in ((boolean, "a boolean value"), (eleven, "11 levels")):
+        with pytest.raises(ClientCapabilityError, match=f"speaks SGLang's body.*{words}"):
+            jevper_client.decisions.create(input=INPUT, questions=questions)
+    assert len(sglang.requests) == asked
+
+
+def test_a_decisions_route_that_speaks_no_dialect_raises_the_servers_own_refusal() -> None:
+    def refuses(method: str, path: str, body: Any, size: int) -> tuple[int, Any]:
+        return 400, {"error": {"message": "bad request", "type": "invalid_request_error"}}
+
+    server = LoopbackServer(refuses, "refusing")
+    server.start()
+    try:
+        with pytest.raises(ProviderError, match="bad request"):
+            client(server, api="decisions").decisions.create(input=INPUT, questions=QUESTIONS)
+    finally:
+        server.stop()
+
+
+def test_a_decisions_route_in_system_ones_shape_is_answered_in_it() -> None:
+    seen: list[Any] = []
+
+    def system_one_shaped(method: str, path: str, body: Any, size: int) -> tuple[int, Any]:
+        seen.append(body)
+        if method == "POST" and path.endswith("/v1/decisions") and isinstance(body, dict) and "state" in body:
+            return 200, SystemOneAnswer(body, MODEL).body()
+        return 400, {"error": {"message": "state: field required", "type": "invalid_request_error"}}
+
+    server = LoopbackServer(system_one_shaped, "system-one-shaped")
+    server.start()
+    try:
+        jevper_client = client(server, api="decisions")
+        first = jevper_client.decisions.create(input=INPUT, questions=QUESTIONS)
+        jevper_client.decisions.create(input=INPUT, questions=QUESTIONS)
+    finally:
+        server.stop()
+    assert [a.type for a in first.answers] == ["choice", "predicate", "score"]
+    assert first.answers[0].name == "team"
+    # OpenAI's body, SGLang's, System One's; then System One's alone.
+    assert ["state" in body for body in seen] == [False, False, True, True]
+    assert seen[2]["state"] == INPUT
+    assert seen[2]["questions"]["questions[1]"]["type"] == "noul"
+
+
+def test_auto_finds_an_ollama_decision_model_through_api_show_and_asks_26_levels_there(
+    ollama: Recorded,
+) -> None:
+    jevper_client = client(ollama, keep_alive="5m")
+    response = jevper_client.system_one(state=INPUT, questions={"anger": TWENTY})
+    answer = response.answers["anger"]
+    assert (answer.method, answer.surface) == ("native", "systemone")
+    assert len(answer.probabilities) == 20  # type: ignore[union-attr]
+    assert ollama.paths == ["GET /v1/models", "POST /api/show", "POST /v1/systemone"]
+    assert ollama.requests[1][2] == {"model": MODEL}
+    assert ollama.requests[2][2]["keep_alive"] == "5m"
+    assert "decision" in response.debug["route"]["why"]
+
+
+def test_the_async_client_finds_an_ollama_decision_model_too(ollama: Recorded) -> None:
+    jevper_client = AsyncSystemOneClient(
+        AsyncOpenAI(base_url=ollama.base_url, api_key="k", max_retries=0), model=MODEL
+    )
+    response = asyncio.run(jevper_client.system_one(state=INPUT, questions={"anger": TWENTY}))
+    assert response.answers["anger"].method == "native"
+    assert ollama.paths == ["GET /v1/models", "POST /api/show", "POST /v1/systemone"]
+
+
+def test_api_show_is_asked_only_of_a_server_that_lists_its_models_as_ollama_does(sglang: Recorded) -> None:
+    # The SGLang server lists its model without Ollama's owner, and has no System One: the prompt
+    # surfaces answer (here a 404 on each), and /api/show is never asked.
+    with pytest.raises(ProviderError):
+        client(sglang).system_one(state=INPUT, questions={"anger": TWENTY})
+    assert "POST /api/show" not in sglang.paths
+    assert sglang.paths[0] == "GET /v1/models"
+
+
+def test_typesafes_system_one_refuses_a_score_of_more_than_10_levels_before_sending(ollama: Recorded) -> None:
+    with pytest.raises(InvalidQuestionError, match="expected 2 to 10 levels, got 20"):
+        client(ollama, api="systemone").system_one(state=INPUT, questions={"anger": TWENTY})
+    assert ollama.requests == []
+    # With Ollama's keep_alive, the route is Ollama's dialect, which reads 26 levels.
+    answered = client(ollama, api="systemone", keep_alive=0).system_one(
+        state=INPUT, questions={"anger": TWENTY}
+    )
+    assert len(answered.answers["anger"].probabilities) == 20  # type: ignore[union-attr]
+    assert ollama.paths == ["POST /v1/systemone"]
+
+
+def test_a_score_of_26_levels_is_a_question_and_27_is_not() -> None:
+    assert len(Score([str(i) for i in range(26)]).options) == 26
+    with pytest.raises(InvalidQuestionError, match="expected 2 to 26 levels, got 27"):
+        Score([str(i) for i in range(27)])
