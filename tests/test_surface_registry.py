@@ -33,6 +33,8 @@ NAMES = frozenset(SURFACES)
 ALLOWED = {
     # The --check request of the vLLM launcher is a Chat Completions body; "messages" is its field.
     ("jevper/servers/vllm.py", "messages"): 1,
+    # The batch's dry run hands llama.cpp's /apply-template a request's chat turns, its "messages" field.
+    ("jevper/batch/_dry.py", "messages"): 1,
 }
 
 

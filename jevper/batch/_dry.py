@@ -27,8 +27,8 @@ from jevper.questions import Choice
 CHARACTERS_PER_TOKEN = 4
 #: How many rows the time is measured on, at most: enough to fill the servers' slots twice.
 SAMPLE_ROWS = 16
-#: The question routes: a request to one of them is caught, never sent.
-QUESTION_ROUTES = ("/chat/completions", "/responses", "/messages", "/systemone")
+#: The field of a chat request's turns, and of llama.cpp's POST /apply-template.
+TURNS = "messages"
 
 
 class _Caught(Exception):
@@ -40,13 +40,13 @@ class _Caught(Exception):
 
 
 class _Catching(HTTPClient):
-    """The run's connection to a server, except that a question's request is caught, not sent (the
-    model list, which chooses a surface under ``api="auto"``, is asked for real)."""
+    """The run's connection to a server, except that a question's request (every POST the client makes)
+    is caught, not sent; the model list, which chooses a surface under ``api="auto"``, is asked for real."""
 
     async def send(
         self, method: str, path: str, body: Mapping[str, Any] | None, timeout: float | None
     ) -> Response:
-        if method == "POST" and path in QUESTION_ROUTES:
+        if method == "POST":
             raise _Caught(path, body or {})
         return await super().send(method, path, body, timeout)
 
@@ -226,7 +226,7 @@ class _Tokenizer:
         """The tokens of the prompt the server makes of ``messages`` (its chat template applied), or None
         where it has no such routes."""
         try:
-            prompt = (await self._json("/apply-template", {"messages": messages}))["prompt"]
+            prompt = (await self._json("/apply-template", {TURNS: messages}))["prompt"]
             tokens = (await self._json("/tokenize", {"content": prompt, "add_special": True}))["tokens"]
         except (StatusError, KeyError, TypeError, ValueError, ConnectionError):
             self._able = False
@@ -250,8 +250,9 @@ class _Tokenizer:
 def _messages(path: str, body: Mapping[str, Any]) -> list[Any] | None:
     """The chat turns of a question's request, as a chat template takes them: a Chat Completions body's
     messages, or a Responses body's message items (the portable form jevper sends: string content)."""
-    if path == "/chat/completions" and isinstance(body.get("messages"), list):
-        return list(body["messages"])
+    turns = body.get(TURNS)
+    if path == "/chat/completions" and isinstance(turns, list):
+        return turns
     items = body.get("input")
     if path == "/responses" and isinstance(items, list):
         turns = [
