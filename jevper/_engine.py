@@ -244,8 +244,9 @@ def _request(
         turns=prompt.turns,
         logprobs=a.kind == "label",
         top_logprobs=settings.top_logprobs,
-        grammar=a.grammar,
-        schema=a.schema,
+        # structured_outputs=False: never a schema or a grammar (the JSON ask still names its shape in words).
+        grammar=a.grammar if settings.structured_outputs else None,
+        schema=a.schema if settings.structured_outputs else None,
         prompt_cache_key=key,
         reasoning_effort=reasoning.effort if reasoning else None,
         thinking_budget=reasoning.budget_tokens if reasoning else None,
@@ -328,7 +329,9 @@ def _label(
     # (SmolLM2 on two cores: past 60 s) and costs a corrective retry; servers without grammar support
     # ignore the field, and one that refuses it is asked without it, once and for the client's life.
     constrained = settings.method == "grammar" or (
-        settings.method == "auto" and "grammar" not in memory.omitted(settings.model, surface)
+        settings.method == "auto"
+        and settings.structured_outputs
+        and "grammar" not in memory.omitted(settings.model, surface)
     )
     method = "grammar" if constrained else "logprobs"
     a = ask(question, "label", grammar=constrained)
@@ -358,40 +361,50 @@ def _label(
         first = unreadable
     if settings.n_retry_malformed == 0:
         raise LabelReadoutError(
-            f"{first}; not asked again (n_retry_malformed=0) — allow one corrective retry, or use "
+            f"{first}; not asked again (n_retry_malformed=0) — allow a corrective retry, or use "
             "method='structured'"
         ) from None
-    # One corrective retry, continuing the same conversation so the prefix stays cached. Under
-    # method="auto" it carries the label grammar unless the server refused it.
+    # Corrective retries (n_retry_malformed of them), continuing the same conversation so the prefix
+    # stays cached. Under method="auto" they carry the label grammar unless the server refused it (or
+    # structured_outputs=False).
     refused = "grammar" in memory.omitted(settings.model, surface)
     retry_grammar = a.grammar or (
-        label_grammar(a.labels) if settings.method == "auto" and not refused else None
+        label_grammar(a.labels)
+        if settings.method == "auto" and settings.structured_outputs and not refused
+        else None
     )
     correction = (
         f"Your reply must be exactly one of the letters {', '.join(a.labels)}. Reply with the letter only."
     )
-    previous = (Turn("assistant", result.text),) if result.text else ()
-    retry = replace(
-        request,
-        turns=(*request.turns, *previous, Turn("user", correction)),
-        grammar=retry_grammar,
-        max_tokens=_label_budget(retry_grammar, settings, memory, surface),
-    )
-    trail.why.append(f"corrective retry: {first}")
-    try:
-        again = yield from _send(surface, retry, trail)
-        raw = read_labels(again, a)
-    except ProviderError as error:
-        raise LabelReadoutError(
-            f"{first}; the one corrective retry was refused by the server: {error.server_message!r}; "
-            "use method='structured'"
-        ) from error
-    except Unreadable as second:
-        raise LabelReadoutError(
-            f"{second} after one corrective retry (first reply: {first}); the model answers prose here — "
-            "use method='structured', or a server that honours method='grammar' (llama.cpp)"
-        ) from None
-    return raw, again, "grammar" if retry_grammar else method
+    retries = settings.n_retry_malformed
+    spelled = "one corrective retry" if retries == 1 else f"{retries} corrective retries"
+    last, latest = request, result
+    for attempt in range(retries):
+        previous = (Turn("assistant", latest.text),) if latest.text else ()
+        last = replace(
+            last,
+            turns=(*last.turns, *previous, Turn("user", correction)),
+            grammar=retry_grammar,
+            max_tokens=_label_budget(retry_grammar, settings, memory, surface),
+        )
+        trail.why.append(f"corrective retry: {first}" if attempt == 0 else f"corrective retry {attempt + 1}")
+        try:
+            latest = yield from _send(surface, last, trail)
+            raw = read_labels(latest, a)
+        except ProviderError as error:
+            raise LabelReadoutError(
+                f"{first}; a corrective retry was refused by the server: {error.server_message!r}; "
+                "use method='structured'"
+            ) from error
+        except Unreadable as again:
+            if attempt + 1 < retries:
+                continue
+            raise LabelReadoutError(
+                f"{again} after {spelled} (first reply: {first}); the model answers prose here — "
+                "use method='structured', or a server that honours method='grammar' (llama.cpp)"
+            ) from None
+        return raw, latest, "grammar" if retry_grammar else method
+    raise AssertionError("unreachable: the loop returns or raises")
 
 
 #: The output budget of a label under a grammar the server holds to: one letter is one token. Without
@@ -482,21 +495,30 @@ def _json(
     request, result = yield from _send_dropping(request, settings, memory, surface, trail)
     try:
         return _read_json(result, a, request, falls_back), result
-    except Unreadable as first:
-        trail.why.append(f"corrective retry: {first}")
-        correction = f"That reply was not a valid answer: {first}. Reply with the JSON object only."
+    except Unreadable as unreadable:
+        first = unreadable
+    retries = settings.n_retry_malformed
+    spelled = "one corrective retry" if retries == 1 else f"{retries} corrective retries"
+    last: Unreadable = first
+    for attempt in range(retries):
+        trail.why.append(f"corrective retry: {last}" if attempt == 0 else f"corrective retry {attempt + 1}")
+        correction = f"That reply was not a valid answer: {last}. Reply with the JSON object only."
         previous = (Turn("assistant", result.text),) if result.text else ()
-        retry = replace(request, turns=(*request.turns, *previous, Turn("user", correction)))
-        retry, again = yield from _send_dropping(retry, settings, memory, surface, trail)
+        request = replace(request, turns=(*request.turns, *previous, Turn("user", correction)))
+        request, result = yield from _send_dropping(request, settings, memory, surface, trail)
         try:
-            return _read_json(again, a, retry, falls_back), again
-        except Unreadable as second:
-            if falls_back:
-                raise _Discrete(f"{second} after one corrective retry") from None
-            raise MalformedAnswerError(
-                f"{surface}: {second} after one corrective retry (first reply: {first}); "
-                "use a stronger model, or method='logprobs' where the server carries logprobs"
-            ) from None
+            return _read_json(result, a, request, falls_back), result
+        except Unreadable as again:
+            last = again
+    if falls_back:
+        raise _Discrete(f"{last} after {spelled}" if retries else str(last)) from None
+    raise MalformedAnswerError(
+        f"{surface}: {last} after {spelled} (first reply: {first}); "
+        "use a stronger model, or method='logprobs' where the server carries logprobs"
+        if retries
+        else f"{surface}: {first}; not asked again (n_retry_malformed=0) — allow a corrective retry, or "
+        "use method='logprobs' where the server carries logprobs"
+    ) from None
 
 
 def _read_json(result: WireResult, a: Ask, request: WireRequest, falls_back: bool) -> dict[str, float]:

@@ -146,6 +146,7 @@ class Options:
                     "because native=True asks through the server's own System One route; drop one of them"
                 )
             object.__setattr__(self, "api", systemone.SURFACE)
+        checked_structure(self)
         object.__setattr__(self, "sending", Sending(self.extra_headers, self.temperature, self.retry))
         if self.calibration is not None:
             checked_calibration(self, self.calibration)
@@ -413,19 +414,34 @@ def checked_extras(value: object) -> tuple[str, ...]:
 
 
 def checked_malformed_retries(value: object) -> int:
-    if isinstance(value, bool) or value not in (0, 1):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(
-            f"n_retry_malformed: expected 0 (no corrective retry) or 1 (one, the default), got {value!r}; "
-            "jevper asks an unreadable label answer again at most once — a model that answers prose twice "
-            "answers it with method='structured'"
+            f"n_retry_malformed: expected how many corrective re-asks an unreadable answer gets, an integer "
+            f"of 0 or more (1, the default), got {value!r}"
         )
-    return int(value)
+    return value
 
 
 def checked_structured_outputs(value: object) -> bool:
-    if value is not True:
+    if not isinstance(value, bool):
         raise ConfigError(
-            f"structured_outputs: expected True, got {value!r}; jevper does not carry False (never a schema "
-            "or a grammar) yet — for a server that refuses them use method='logprobs', which sends neither"
+            f"structured_outputs: expected True (schemas and grammars sent where a method uses them) or "
+            f"False (never), got {value!r}"
         )
-    return True
+    return value
+
+
+#: What each method that cannot do without one sends: under structured_outputs=False it is refused.
+NEEDS_STRUCTURE = {"grammar": "a GBNF grammar", "structured": "a JSON schema", "discrete": "a JSON schema"}
+
+
+def checked_structure(options: Options) -> None:
+    """structured_outputs=False with a method that needs a schema or a grammar is refused, naming it;
+    method="auto" asks without them."""
+    needed = NEEDS_STRUCTURE.get(options.method)
+    if not options.structured_outputs and needed is not None:
+        raise UnsupportedMethodError(
+            f"method={options.method!r} with structured_outputs=False: expected a method that sends no "
+            f"schema or grammar, because {options.method!r} sends {needed}; use method='logprobs' or "
+            "'auto' (which then asks without either), or structured_outputs=True"
+        )

@@ -27,6 +27,7 @@ from jevper import (
     RetryPolicy,
     Score,
     SystemOneClient,
+    UnsupportedMethodError,
 )
 
 INTENT = Choice(criteria={"billing": "money", "technical": "errors"})
@@ -252,10 +253,51 @@ def test_n_retry_malformed_zero_reports_prose_without_asking_again(loopback: Any
     with pytest.raises(LabelReadoutError, match="n_retry_malformed=0"):
         client(loopback, n_retry_malformed=0).system_one(state=STATE, questions={"q": INTENT})
     assert len(loopback.requests) == 1
-    with pytest.raises(ConfigError, match="at most once"):
-        client(loopback, n_retry_malformed=3)
-    with pytest.raises(ConfigError, match="does not carry False"):
-        client(loopback, structured_outputs=False)
+    with pytest.raises(ConfigError, match="an integer of 0 or more"):
+        client(loopback, n_retry_malformed=-1)
+    with pytest.raises(ConfigError, match=r"True .* or False"):
+        client(loopback, structured_outputs="no")
+
+
+def test_n_retry_malformed_allows_that_many_corrective_re_asks(loopback: Any) -> None:
+    for _ in range(3):
+        loopback.reply("/chat/completions", 200, label("The"))
+    loopback.reply("/chat/completions", 200, label("A"))
+    answer = (
+        client(loopback, n_retry_malformed=3).system_one(state=STATE, questions={"q": INTENT}).answers["q"]
+    )
+    assert answer.choice == "billing"  # type: ignore[union-attr]
+    assert len(loopback.requests) == 4
+    # Each re-ask continues the conversation: the last carries the three prose replies and corrections.
+    assert len(loopback.requests[-1].json()["messages"]) == len(loopback.requests[0].json()["messages"]) + 6
+    for _ in range(3):
+        loopback.reply("/chat/completions", 200, label("The"))
+    with pytest.raises(LabelReadoutError, match="after 2 corrective retries"):
+        client(loopback, n_retry_malformed=2).system_one(state=STATE, questions={"q": INTENT})
+    assert len(loopback.requests) == 7
+
+
+def test_structured_outputs_false_never_sends_a_schema_or_a_grammar(loopback: Any) -> None:
+    loopback.reply("/chat/completions", 200, label("The"))
+    loopback.reply("/chat/completions", 200, label("A"))
+    never = client(loopback, method="auto", structured_outputs=False)
+    assert never.system_one(state=STATE, questions={"q": INTENT}).answers["q"].choice == "billing"  # type: ignore[union-attr]
+    sent = [r.json() for r in loopback.requests]
+    assert len(sent) == 2  # the corrective retry too
+    assert all("grammar" not in body and "response_format" not in body for body in sent)
+    # A method that needs a schema or a grammar is refused, naming it, before any request.
+    for method, needed in (
+        ("grammar", "a GBNF grammar"),
+        ("structured", "a JSON schema"),
+        ("discrete", "a JSON schema"),
+    ):
+        with pytest.raises(
+            UnsupportedMethodError, match=f"method='{method}' with structured_outputs=False.*{needed}"
+        ):
+            client(loopback, method=method, structured_outputs=False)
+        with pytest.raises(UnsupportedMethodError, match=f"method='{method}'"):
+            never.system_one(state=STATE, questions={"q": INTENT}, method=method)
+    assert len(loopback.requests) == 2
 
 
 def test_decisions_create_takes_a_calls_model_temperature_and_keep_alive_as_system_one_does(
@@ -270,3 +312,12 @@ def test_decisions_create_takes_a_calls_model_temperature_and_keep_alive_as_syst
     assert (sent.json()["model"], sent.json()["temperature"], sent.headers.get("x-team")) == ("other", 0, "t")
     with pytest.raises(ClientCapabilityError, match="keep_alive"):
         asked.decisions.create(input=STATE, questions=[predicate], keep_alive="5m")
+
+
+def test_n_retry_malformed_zero_asks_an_unreadable_json_answer_only_once(loopback: Any) -> None:
+    loopback.reply("/chat/completions", 200, label("no JSON here"))
+    with pytest.raises(MalformedAnswerError, match="n_retry_malformed=0"):
+        client(loopback, method="structured", n_retry_malformed=0).system_one(
+            state=STATE, questions={"q": INTENT}
+        )
+    assert len(loopback.requests) == 1
