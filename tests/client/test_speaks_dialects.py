@@ -204,3 +204,52 @@ def test_a_score_of_26_levels_is_a_question_and_27_is_not() -> None:
     assert len(Score([str(i) for i in range(26)]).options) == 26
     with pytest.raises(InvalidQuestionError, match="expected 2 to 26 levels, got 27"):
         Score([str(i) for i in range(27)])
+
+
+def test_auto_asks_a_score_wider_than_typesafes_system_one_on_the_prompt_surfaces(loopback: Any) -> None:
+    listing = {"data": [{"id": MODEL, "architecture": {"output_modalities": ["decisions"]}}]}
+    letters = [chr(ord("A") + i) for i in range(20)]
+    top = [{"token": letter, "logprob": -1.0 - i / 10} for i, letter in enumerate(letters)]
+    label = {
+        "object": "chat.completion",
+        "model": MODEL,
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "A"},
+                "logprobs": {"content": [{"token": "A", "logprob": -1.0, "top_logprobs": top}]},
+            }
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 1},
+    }
+    loopback.model_list(200, listing)
+    loopback.reply("/responses", 404, {"error": {"message": "File Not Found", "type": "not_found_error"}})
+    loopback.reply("/chat/completions", 200, label)
+    loopback.reply(
+        "/systemone",
+        200,
+        {
+            "model": MODEL,
+            "answers": {
+                "anger": {
+                    "type": "score",
+                    "score": 1.0,
+                    "probabilities": {"0": 0.25, "1": 0.5, "2": 0.25},
+                    "legend": {"0": "calm", "1": "annoyed", "2": "angry"},
+                    "confidence": 0.3,
+                }
+            },
+            "usage": {"input_tokens": 3, "output_tokens": 0},
+        },
+    )
+    jevper_client = SystemOneClient(OpenAI(base_url=loopback.url, api_key="k", max_retries=0), model=MODEL)
+    response = jevper_client.system_one(state=INPUT, questions={"anger": TWENTY})
+    answer = response.answers["anger"]
+    assert answer.surface == "chat_completions"
+    assert len(answer.probabilities) == 20  # type: ignore[union-attr]
+    # A decision model (GET /models, which the loopback does not list among its requests), yet no
+    # POST /systemone: TypeSafe's route takes 10 levels.
+    assert [r.path for r in loopback.requests] == ["/responses", "/chat/completions"]
+    three = jevper_client.system_one(state=INPUT, questions={"anger": Score(["calm", "annoyed", "angry"])})
+    assert three.answers["anger"].surface == "systemone"
