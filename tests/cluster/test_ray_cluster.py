@@ -176,7 +176,9 @@ def job_status(cluster: RayCluster, submission: str) -> str:
     )
     said = done.stdout + done.stderr  # Ray's command line logger writes the status to stderr
     for status in ("SUCCEEDED", "FAILED", "STOPPED", "RUNNING", "PENDING"):
-        if f"Status for job '{submission}': {status}" in said:
+        # A job that has ended is said in other words: "Job 'ID' succeeded".
+        ended = f"Job '{submission}' {status.lower()}" if status in ENDED else None
+        if f"Status for job '{submission}': {status}" in said or (ended and ended in said):
             return status
     return "UNKNOWN"
 
