@@ -86,9 +86,9 @@ class Options:
     extra_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     #: How often and how patiently a transient failure is retried (None: the SDK client's max_retries)
     retry: RetryPolicy | None = None
-    #: How many corrective re-asks an unreadable label answer gets: 0 or 1
+    #: How many corrective re-asks an unreadable answer (label or JSON) gets: 0 for none
     n_retry_malformed: int = 1
-    #: True only: the documented API's False (never a schema or a grammar) is not carried yet
+    #: False: never a schema or a grammar in a request (the methods that need one are refused)
     structured_outputs: bool = True
     #: True: a Noul without instructions is refused (None, the default, and False allow one)
     noul_requires_question: bool | None = None
