@@ -225,7 +225,7 @@ def _not_served(error: JevperError) -> bool:
     if isinstance(error, MalformedAnswerError):
         return True
     assert isinstance(error, ProviderError)
-    return error.kind in ("missing_route", "not_supported") or error.status in (400, 404, 405, 422, 501)
+    return error.kind in ("missing_route", "not_supported") or error.status in (404, 405, 501)
 
 
 def from_system_one(call: DecisionCall, response: SystemOneResponse) -> DecisionResponse:

@@ -37,6 +37,27 @@ QUESTIONS = [
     {"type": "predicate", "instructions": "Is it urgent?"},
     {"type": "score", "instructions": "How angry?", "levels": [{"label": "calm"}, {"label": "angry"}]},
 ]
+LABEL = {
+    "object": "chat.completion",
+    "model": MODEL,
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "stop",
+            "message": {"role": "assistant", "content": "A"},
+            "logprobs": {
+                "content": [
+                    {
+                        "token": "A",
+                        "logprob": -0.2,
+                        "top_logprobs": [{"token": "A", "logprob": -0.2}, {"token": "B", "logprob": -1.9}],
+                    }
+                ]
+            },
+        }
+    ],
+    "usage": {"prompt_tokens": 10, "completion_tokens": 1},
+}
 TWENTY = Score([f"level {i}" for i in range(20)])
 
 
@@ -253,3 +274,20 @@ def test_auto_asks_a_score_wider_than_typesafes_system_one_on_the_prompt_surface
     assert [r.path for r in loopback.requests] == ["/responses", "/chat/completions"]
     three = jevper_client.system_one(state=INPUT, questions={"anger": Score(["calm", "annoyed", "angry"])})
     assert three.answers["anger"].surface == "systemone"
+
+
+def test_auto_remembers_no_dialect_for_a_request_every_body_of_which_is_refused(loopback: Any) -> None:
+    # A 400 to each dialect's body says this request is refused, not that the route is missing: the
+    # call is asked on the prompt surfaces, and the next one tries the route again.
+    refused = {"error": {"message": "too many questions", "type": "invalid_request_error"}}
+    for _ in range(3):
+        loopback.reply("/decisions", 400, refused)
+    loopback.reply("/responses", 404, {"error": {"message": "File Not Found", "type": "not_found_error"}})
+    loopback.reply("/chat/completions", 200, LABEL)
+    jevper_client = SystemOneClient(OpenAI(base_url=loopback.url, api_key="k", max_retries=0), model=MODEL)
+    jevper_client.decisions.create(input=INPUT, questions=[QUESTIONS[1]])
+    assert [r.path for r in loopback.requests] == ["/decisions"] * 3 + ["/responses", "/chat/completions"]
+    loopback.reply("/decisions", 404, {"error": {"message": "File Not Found", "type": "not_found_error"}})
+    loopback.reply("/chat/completions", 200, LABEL)
+    jevper_client.decisions.create(input=INPUT, questions=[QUESTIONS[1]])
+    assert [r.path for r in loopback.requests][5:] == ["/decisions", "/chat/completions"]
