@@ -22,6 +22,7 @@ from jevper._engine import Answered, Call, answer
 from jevper._errors import (
     ClientCapabilityError,
     IncompleteAnswerError,
+    InvalidQuestionError,
     JevperError,
     LabelReadoutError,
     MalformedAnswerError,
@@ -144,9 +145,11 @@ def native(
     for dialect in spoken or dialects.DECISIONS_DIALECTS:
         try:
             response = yield from _in_dialect(dialect, call)
-        except ClientCapabilityError:
+        except InvalidQuestionError:
+            # The request cannot be put in this dialect (ClientCapabilityError; an image on System One's
+            # shape): while the dialect is unknown, the next one is tried.
             if spoken is None:
-                continue  # the request cannot be put in this dialect: whether the server speaks it is unknown
+                continue
             if auto:
                 return None
             raise

@@ -148,6 +148,12 @@ def test_a_decisions_route_that_speaks_no_dialect_raises_the_servers_own_refusal
     try:
         with pytest.raises(ProviderError, match="bad request"):
             client(server, api="decisions").decisions.create(input=INPUT, questions=QUESTIONS)
+        # An image System One's shape cannot carry: that dialect is skipped, the server's refusal stands.
+        image = [
+            {"role": "user", "content": [{"type": "input_image", "image_url": "https://example.com/a.png"}]}
+        ]
+        with pytest.raises(ProviderError, match="bad request"):
+            client(server, api="decisions").decisions.create(input=image, questions=QUESTIONS)
     finally:
         server.stop()
 
