@@ -60,7 +60,7 @@ def check_averaged(response: Any, loopback: Any) -> None:
         ["billing", "other", "shipping"],
         ["other", "shipping", "billing"],
     ]
-    assert response.usage.requests == 2 and response.usage.prompt_tokens == 200
+    assert response.usage.n_calls == 2 and response.usage.input_tokens == 200
     trace = response.debug["questions"]["topic"]
     assert trace["requests"] == 2
     assert trace["why"][-1] == (
