@@ -43,7 +43,10 @@ FLOOR = 1e-3
 
 
 def tickets(n: int) -> pa.RecordBatch:
-    return pa.record_batch({"id": list(range(n)), "state": [TICKETS[i % len(TICKETS)] for i in range(n)]})
+    """``n`` rows, each state its own (the batch asks a state it has seen once, so a repeated one would send
+    no request of its own)."""
+    states = [TICKETS[i % len(TICKETS)] + ("" if i < len(TICKETS) else f" (ticket {i})") for i in range(n)]
+    return pa.record_batch({"id": list(range(n)), "state": states})
 
 
 def test_batch_answers_equal_the_blocking_clients_row_by_row(llamacpp: SpawnedServer) -> None:
@@ -128,8 +131,9 @@ def test_a_server_sigkilled_mid_run_costs_time_not_rows() -> None:
 
         async def run_and_kill() -> pa.RecordBatch:
             task = asyncio.ensure_future(batcher.classify(tickets(n)))
-            while batcher.upstreams is None or batcher.upstreams.status()[0].succeeded < 4:
-                await asyncio.sleep(0.02)
+            async with asyncio.timeout(300):  # a run that never reaches its fourth answer fails, not hangs
+                while batcher.upstreams is None or batcher.upstreams.status()[0].succeeded < 4:
+                    await asyncio.sleep(0.02)
             os.kill(int(a.extra["pid"]), signal.SIGKILL)
             try:
                 return await asyncio.wait_for(task, 600)
