@@ -278,9 +278,8 @@ def _per_row(result: dict[str, Any], rows: int) -> str:
 
 
 def _table(n: int) -> pa.Table:
-    return pa.table(
-        {"id": pa.array(range(n), pa.int64()), "state": [STATES[i % len(STATES)] for i in range(n)]}
-    )
+    states = [STATES[i % len(STATES)] + f" (#{i})" for i in range(n)]
+    return pa.table({"id": pa.array(range(n), pa.int64()), "state": states})
 
 
 def _engine(scratch: Path, rows: int, url: str, model: str) -> dict[str, Any]:
