@@ -156,6 +156,7 @@ class BaseClient:
                 options.prefill,
                 _cache.canonical(options.extra_body),
                 options.n_retry_malformed,
+                options.structured_outputs,
             ],
             "state": plan.given,
             "calibration": None if calibration is None else calibration.digest(),

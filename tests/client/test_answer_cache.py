@@ -105,6 +105,7 @@ CHANGES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "the option orders": ({"option_orders": 2}, {}),
     "the temperature": ({"temperature": 0.7}, {}),
     "the method": ({"method": "grammar"}, {}),
+    "structured outputs off": ({"structured_outputs": False}, {}),
     "the calibration": ({"calibration": fit((0.4, 0.6))}, {}),
 }
 
