@@ -116,13 +116,13 @@ def test_a_pool_the_cluster_cannot_place_is_refused_within_the_placement_timeout
     command = [sys.executable, "-c", ONE_CPU_RAY, *inputs(tmp_path, 10), str(output)]
     command += ["--base-url", faults.base_url(), "--model", faults.model, "--api", "chat_completions"]
     command += ["--engine", "ray", "--workers", "5"]
-    env = {**os.environ, "RAY_ADDRESS": "", "RAY_DATA_DEFAULT_WAIT_FOR_MIN_ACTORS_S": "10"}
+    env = {**os.environ, "RAY_ADDRESS": "", "RAY_DATA_DEFAULT_WAIT_FOR_MIN_ACTORS_S": "3"}
     started = time.monotonic()
     done = run_child(command, env, timeout=240)
     took = time.monotonic() - started
     assert done.returncode == 2, done.stderr[-3000:]
     assert (
-        "--workers 5: expected the Ray cluster to start 5 actors of 0.25 CPU each within 10 s" in done.stderr
+        "--workers 5: expected the Ray cluster to start 5 actors of 0.25 CPU each within 3 s" in done.stderr
     )
     assert "1 nodes with 1 CPUs" in done.stderr
     assert took < 120, f"{took:.1f} s"
