@@ -113,6 +113,12 @@ def parser() -> argparse.ArgumentParser:
         f"use); --concurrency requests at once (default {SPAWN_SLOTS}); --release the llama.cpp release",
     )
     p.add_argument("--out", required=True, type=Path, help="the folder metrics.json and the rest go to")
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="write over an earlier evaluation in --out (without it, a folder that already holds "
+        "metrics.json, report.html or calibration.json is refused before anything is read or asked)",
+    )
     p.add_argument("--fit", action="store_true", help="fit a calibration per question: DIR/calibration.json")
     p.add_argument(
         "--compare",
@@ -235,6 +241,10 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
+#: What an evaluation writes at the top of --out, which a new run refuses to write over without --replace.
+_WRITTEN = ("metrics.json", "report.html", "calibration.json")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     try:
@@ -255,6 +265,12 @@ def _main(args: argparse.Namespace) -> int:
         raise ConfigError("--per-label: expected --risk, whose thresholds it splits by label, got none")
     if args.out.exists() and not args.out.is_dir():
         raise ConfigError(f"--out {args.out}: expected a folder, got a file")
+    earlier = sorted(name for name in _WRITTEN if (args.out / name).exists())
+    if earlier and not args.replace:
+        raise ConfigError(
+            f"--out {args.out}: expected a folder without an earlier evaluation, got one holding "
+            f"{', '.join(earlier)}; it is never overwritten silently: name another folder, or add --replace"
+        )
     asking = bool(args.server or args.spawn)
     for flag in ("rotations", "content_free"):
         if getattr(args, flag) and not asking:

@@ -233,3 +233,20 @@ def test_answers_asked_in_several_orders_bind_their_calibration_to_that_many(tmp
     assert metrics(out)["source"]["bound_to"]["option_orders"] == 2
     with pytest.raises(SystemExit):
         run(table, answered(tmp_path, ".csv", rows), out, "--option-orders", "0")
+
+
+def test_an_earlier_evaluation_in_out_is_never_overwritten_without_replace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "eval"
+    answers_path = answered(tmp_path, ".csv")
+    assert run(TICKETS, answers_path, out) == 0
+    first = (out / "metrics.json").read_bytes()
+    (out / "metrics.json").write_text('{"kept": true}\n')  # the earlier run's file, as it stands
+    capsys.readouterr()
+    assert run(TICKETS, answers_path, out) == 2
+    said = capsys.readouterr().err
+    assert f"--out {out}" in said and "metrics.json, report.html" in said and "--replace" in said
+    assert (out / "metrics.json").read_text() == '{"kept": true}\n'
+    assert run(TICKETS, answers_path, out, "--replace") == 0
+    assert (out / "metrics.json").read_bytes() == first
