@@ -43,6 +43,7 @@ from jevper import (
     ProviderError,
     __version__,
 )
+from jevper._failure import redacted_url
 from jevper._http import HTTPClient, ServerUnreachableError, joined
 from jevper._upstreams import NoUpstreamError, Upstream, Upstreams, server_failure
 from jevper.decisions import DecisionResponse
@@ -57,7 +58,6 @@ from jevper.serve.observe import (
     UpstreamObserver,
     observed_http_client,
     request_id,
-    shown,
 )
 from jevper.serve.shadow import Shadow
 from jevper.serve.validation import Invalid, Problem, decision, parse
@@ -135,7 +135,7 @@ class Gateway:
                 # a private host or a secret.
                 made = checked_client(self._one(spec), self.metrics, str(urls.index(spec.base_url)))
             self._models[id(made)] = spec.model
-            self._shown[id(made)] = shown(spec.base_url)
+            self._shown[id(made)] = redacted_url(spec.base_url)
             return made
 
         specs = [Upstream(url, model, slots=config.pool) for url, model in config.upstreams]
@@ -195,7 +195,9 @@ class Gateway:
                     answered = await _reached(http, spec.base_url)
                     if isinstance(answered, int) and answered < 500:
                         log.info(
-                            "upstream %s answers again (GET /models %d): in", shown(spec.base_url), answered
+                            "upstream %s answers again (GET /models %d): in",
+                            redacted_url(spec.base_url),
+                            answered,
                         )
                         self.pool.restore(spec.base_url)
                 if loop.time() - checked >= self.config.check_s:
@@ -212,7 +214,7 @@ class Gateway:
         answered = await _reached(http, spec.base_url)
         if isinstance(answered, BaseException):
             log.warning(
-                "upstream %s cannot be reached (GET /models: %s): out", shown(spec.base_url), answered
+                "upstream %s cannot be reached (GET /models: %s): out", redacted_url(spec.base_url), answered
             )
             self.pool.take_out(spec.base_url, answered)
 
@@ -304,7 +306,7 @@ class Gateway:
         if self._keys and self._unauthorized(request) is None:
             body["upstream_details"] = [
                 {
-                    "url": shown(status.base_url),
+                    "url": redacted_url(status.base_url),
                     "model": spec.model,
                     "in": status.base_url not in failing,
                     "in_flight": status.in_flight,

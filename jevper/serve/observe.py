@@ -186,12 +186,6 @@ def escaped(text: str) -> str:
     return _CONTROL.sub(lambda found: repr(found.group())[1:-1], text)
 
 
-def shown(url: str) -> str:
-    """A URL as the gateway logs it: without the user name and password it may carry, nor the values of
-    its query string (``jevper._failure.redacted_url``)."""
-    return redacted_url(url)
-
-
 def _header(scope: Scope, name: str) -> str | None:
     wanted = name.encode()
     for key, value in scope["headers"]:
@@ -221,7 +215,11 @@ class UpstreamObserver:
         m, upstream = self.metrics, self.upstream
         if upstream_log.isEnabledFor(logging.DEBUG):
             upstream_log.debug(
-                "%s %s: %s in %.0f ms", method, shown(url), status or type(error).__name__, seconds * 1000
+                "%s %s: %s in %.0f ms",
+                method,
+                redacted_url(url),
+                status or type(error).__name__,
+                seconds * 1000,
             )
         if status is None:
             m.upstream_requests.labels(upstream, "none").inc()

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jevper import AsyncSystemOneClient
+from jevper._failure import redacted_url
 from jevper.models import SystemOneResponse
-from jevper.serve.observe import Metrics, shown
+from jevper.serve.observe import Metrics
 
 log = logging.getLogger("jevper.serve.shadow")
 
@@ -153,7 +154,7 @@ class Shadow:
         except Exception as failed:  # the shadow's failure is counted and logged, never a client's
             self.failed += 1
             self.metrics.shadow_requests.labels(offered.route, "failed").inc()
-            log.warning("shadow %s failed: %s: %s", shown(self.url), type(failed).__name__, failed)
+            log.warning("shadow %s failed: %s: %s", redacted_url(self.url), type(failed).__name__, failed)
             return
         self.answered += 1
         self.metrics.shadow_requests.labels(offered.route, "answered").inc()
@@ -174,7 +175,7 @@ class Shadow:
         return {
             "kind": REPORT_KIND,
             "version": REPORT_VERSION,
-            "shadow": {"url": shown(self.url), "model": self.model},
+            "shadow": {"url": redacted_url(self.url), "model": self.model},
             "distance": "total variation: half the sum of the absolute differences of the probabilities",
             "requests": {
                 "offered": self.offered,
