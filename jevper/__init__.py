@@ -16,6 +16,7 @@ from jevper._errors import (
     ProviderError,
     UnsupportedMethodError,
 )
+from jevper._escalate import Escalation
 from jevper._failure import RetryPolicy
 from jevper.async_client import AsyncDecisions, AsyncSystemOneClient
 from jevper.client import Decisions, SystemOneClient
@@ -83,6 +84,7 @@ __all__ = [
     "DecisionScoreProbability",
     "DecisionUsage",
     "Decisions",
+    "Escalation",
     "Example",
     "Examples",
     "IncompleteAnswerError",

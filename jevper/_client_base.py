@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Unpack
 
-from jevper import _ask, _cache, _json
+from jevper import _ask, _cache, _escalate, _json
 from jevper._engine import Answered
-from jevper._errors import InvalidQuestionError
+from jevper._errors import ConfigError, InvalidQuestionError
 from jevper._failure import redacted_url
 from jevper._json import Json
 from jevper._memory import Memory
@@ -133,6 +133,52 @@ class BaseClient:
             self._cache.put({asked, answered}, _cache.entry(response))
         trace = {"hit": False, "file": self._cache.path, "key": asked, "written": written}
         return replace(response, debug={**response.debug, "cache": trace})
+
+    def _check_escalation(self, kind: type) -> None:
+        """``escalate=`` asks a client of this one's kind again (a blocking one cannot be awaited)."""
+        escalation = self._options.escalate
+        if escalation is None:
+            return
+        if not isinstance(escalation.to, kind):
+            raise ConfigError(
+                f"escalate: expected a {kind.__name__} to ask the unsure questions again (the same kind as "
+                f"this client), got {type(escalation.to).__name__}; make the stronger model's client a "
+                f"{kind.__name__}"
+            )
+        if escalation.to is self:
+            raise ConfigError(
+                "escalate: expected another client than this one to ask again, got this client itself; "
+                "make a client for the stronger model"
+            )
+
+    def _unsure(
+        self, plan: Plan, response: SystemOneResponse
+    ) -> tuple[dict[str, _escalate.Verdict], dict[str, Question]]:
+        """Each question's verdict on the first answers, and the questions to ask the second client."""
+        escalation = plan.options.escalate
+        assert escalation is not None
+        verdicts = _escalate.unsure(escalation.below, plan.options.calibration, response)
+        return verdicts, _escalate.asked_again(verdicts, plan.questions)
+
+    def _escalation_merged(
+        self,
+        plan: Plan,
+        response: SystemOneResponse,
+        verdicts: Mapping[str, _escalate.Verdict],
+        second: SystemOneResponse | Exception | None,
+    ) -> SystemOneResponse:
+        escalation = plan.options.escalate
+        assert escalation is not None
+        servers = {"first": self._identity(plan.options.model), "second": escalation.to._identity()}
+        return _escalate.merged(response, verdicts, second, servers, escalation.below)
+
+    def _identity(self, model: str | None = None) -> dict[str, str | None]:
+        """Which server a client asks: its model and base URL (without credentials)."""
+        base_url = getattr(self._client, "base_url", None)
+        return {
+            "model": model or self._options.model,
+            "server": None if base_url is None else redacted_url(str(base_url)),
+        }
 
     def _cache_parts(self, plan: Plan, used: list[list[str]] | None) -> dict[str, object]:
         """Everything that decides a call's answers, as JSON values (``jevper._cache.key`` digests them).

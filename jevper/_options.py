@@ -16,6 +16,7 @@ from typing import Any, TypedDict
 
 from jevper import _cache, _json
 from jevper._errors import ClientCapabilityError, ConfigError, InvalidQuestionError, UnsupportedMethodError
+from jevper._escalate import Escalation, check_thresholds
 from jevper._failure import RetryPolicy
 from jevper._prompt import checked_cache_key, state_turns
 from jevper._transport import PLAIN, Sending
@@ -58,6 +59,7 @@ class ClientOptions(Overrides, total=False):
     native: bool
     cache: str | os.PathLike[str] | None
     cache_mode: str
+    escalate: Escalation | None
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,9 @@ class Options:
     #: read-write (the default), read (answer from the cache, never write), write (always ask, then
     #: write) or off
     cache_mode: str = "read-write"
+    #: The questions whose calibrated top probability is below a threshold asked again of another client
+    #: (``jevper._escalate``); None: none are
+    escalate: Escalation | None = None
     #: What travels with every request (headers, temperature, policy), made once from the fields above
     sending: Sending = field(default=PLAIN, init=False, repr=False, compare=False)
 
@@ -136,6 +141,7 @@ class Options:
             "extras": checked_extras(self.extras),
             "cache": _cache.checked_path(self.cache),
             "cache_mode": _cache.checked_mode(self.cache_mode),
+            "escalate": checked_escalation(self.escalate),
         }
         for name, value in checked.items():
             object.__setattr__(self, name, value)
@@ -150,6 +156,8 @@ class Options:
         object.__setattr__(self, "sending", Sending(self.extra_headers, self.temperature, self.retry))
         if self.calibration is not None:
             checked_calibration(self, self.calibration)
+        if self.escalate is not None:
+            check_thresholds(self.escalate.below, self.calibration, ())
         if self.api in PROMPT_SURFACES:
             prompt_only(self)
         if self.api == systemone.SURFACE:
@@ -418,6 +426,22 @@ def checked_malformed_retries(value: object) -> int:
         raise ConfigError(
             f"n_retry_malformed: expected how many corrective re-asks an unreadable answer gets, an integer "
             f"of 0 or more (1, the default), got {value!r}"
+        )
+    return value
+
+
+def checked_escalation(value: object) -> Escalation | None:
+    if value is None:
+        return None
+    if not isinstance(value, Escalation):
+        raise ConfigError(
+            f"escalate: expected a jevper.Escalation, got {type(value).__name__}; pass "
+            "escalate=Escalation(to=<a client of the same kind>, below=0.8 or 'auto')"
+        )
+    if value.calibration is not None:
+        raise ConfigError(
+            "escalate: expected no calibration= on a client's Escalation, got one; give it to the client "
+            "asked again (its own calibration= applies to its own answers)"
         )
     return value
 

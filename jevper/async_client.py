@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar, Unpack
 
-from jevper import _native, _routes, _transport
+from jevper import _escalate, _native, _routes, _transport
 from jevper._calibrated import calibrated
 from jevper._client_base import BaseClient, Plan, in_orders
 from jevper._engine import Answered, Call, answer
@@ -39,6 +39,7 @@ class AsyncSystemOneClient(BaseClient):
 
     def __init__(self, client: object, *, model: str, **options: Unpack[ClientOptions]) -> None:
         super().__init__(client, model=model, **options)
+        self._check_escalation(AsyncSystemOneClient)
         # One GET /models per model; a lock per event loop, since a client may outlive asyncio.run().
         self._discovery: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
@@ -64,18 +65,38 @@ class AsyncSystemOneClient(BaseClient):
         token = CALL.set(tally)
         try:
             call = self._plan(state, questions, overrides, model)
-            hit = self._cached(call)
-            if hit is not None:
-                return tally.stamped(hit)
-            native = await self._natively(call)
-            answered = (
-                native
-                if native is not None
-                else self._assemble(call, await self._in_orders(call, self._answer))
-            )
-            return tally.stamped(self._kept(call, calibrated(call.options, call.questions, answered)))
+            escalation = call.options.escalate
+            if escalation is not None:  # refused before any request
+                _escalate.check_thresholds(
+                    escalation.below, call.options.calibration, [q for q, _ in call.questions]
+                )
+            response = self._cached(call)
+            if response is None:
+                native = await self._natively(call)
+                answered = (
+                    native
+                    if native is not None
+                    else self._assemble(call, await self._in_orders(call, self._answer))
+                )
+                response = self._kept(call, calibrated(call.options, call.questions, answered))
+            if escalation is not None:
+                response = await self._escalated(state, call, response)
+            return tally.stamped(response)
         finally:
             CALL.reset(token)
+
+    async def _escalated(self, state: State, call: Plan, response: SystemOneResponse) -> SystemOneResponse:
+        """The questions the first answers are unsure of asked again of ``escalate.to`` (only those, in one
+        call); its failure is kept with the first answers, never raised."""
+        verdicts, again = self._unsure(call, response)
+        second: SystemOneResponse | Exception | None = None
+        if again:
+            to = call.options.escalate.to  # type: ignore[union-attr]  # set: the caller checked
+            try:
+                second = await to.system_one(state=state, questions=again)
+            except Exception as failed:  # the first answer stands, the failure noted with its type
+                second = failed
+        return self._escalation_merged(call, response, verdicts, second)
 
     async def list_models(self) -> list[ModelMetadata]:
         """``SystemOneClient.list_models``, awaited."""

@@ -9,7 +9,7 @@ from contextvars import copy_context
 from types import TracebackType
 from typing import Any, Self, TypeVar, Unpack
 
-from jevper import _native, _routes, _transport
+from jevper import _escalate, _native, _routes, _transport
 from jevper._calibrated import calibrated
 from jevper._client_base import BaseClient, Plan, in_orders
 from jevper._engine import Answered, Call, answer
@@ -47,6 +47,7 @@ class SystemOneClient(BaseClient):
 
     def __init__(self, client: object, *, model: str, **options: Unpack[ClientOptions]) -> None:
         super().__init__(client, model=model, **options)
+        self._check_escalation(SystemOneClient)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         # One GET /models per model, also when several threads make their first call at once.
@@ -66,16 +67,38 @@ class SystemOneClient(BaseClient):
         token = CALL.set(tally)
         try:
             call = self._plan(state, questions, overrides, model)
-            hit = self._cached(call)
-            if hit is not None:
-                return tally.stamped(hit)
-            native = self._natively(call)
-            answered = (
-                native if native is not None else self._assemble(call, self._in_orders(call, self._answer))
-            )
-            return tally.stamped(self._kept(call, calibrated(call.options, call.questions, answered)))
+            escalation = call.options.escalate
+            if escalation is not None:  # refused before any request
+                _escalate.check_thresholds(
+                    escalation.below, call.options.calibration, [q for q, _ in call.questions]
+                )
+            response = self._cached(call)
+            if response is None:
+                native = self._natively(call)
+                answered = (
+                    native
+                    if native is not None
+                    else self._assemble(call, self._in_orders(call, self._answer))
+                )
+                response = self._kept(call, calibrated(call.options, call.questions, answered))
+            if escalation is not None:
+                response = self._escalated(state, call, response)
+            return tally.stamped(response)
         finally:
             CALL.reset(token)
+
+    def _escalated(self, state: State, call: Plan, response: SystemOneResponse) -> SystemOneResponse:
+        """The questions the first answers are unsure of asked again of ``escalate.to`` (only those, in one
+        call); its failure is kept with the first answers, never raised."""
+        verdicts, again = self._unsure(call, response)
+        second: SystemOneResponse | Exception | None = None
+        if again:
+            to = call.options.escalate.to  # type: ignore[union-attr]  # set: the caller checked
+            try:
+                second = to.system_one(state=state, questions=again)
+            except Exception as failed:  # the first answer stands, the failure noted with its type
+                second = failed
+        return self._escalation_merged(call, response, verdicts, second)
 
     def list_models(self) -> list[ModelMetadata]:
         """The models a System One deployment serves (its ``GET /v1/models``, ``{"models": [...]}``); a

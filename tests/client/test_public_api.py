@@ -28,6 +28,7 @@ PUBLIC = {
     "DecisionScoreProbability",
     "DecisionUsage",
     "Decisions",
+    "Escalation",
     "Example",
     "Examples",
     "IncompleteAnswerError",
