@@ -86,7 +86,7 @@ class AnswerCache:
                 connection = sqlite3.connect(
                     self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
                 )
-                connection.execute("PRAGMA journal_mode=WAL")
+                _in_wal_mode(connection)
                 # NORMAL: a committed write survives the process being killed (not a power cut, which
                 # may lose the last writes but never tears the file).
                 connection.execute("PRAGMA synchronous=NORMAL")
@@ -131,6 +131,23 @@ class AnswerCache:
         for connection in connections:
             connection.close()
         self._local = threading.local()
+
+
+def _in_wal_mode(connection: sqlite3.Connection) -> None:
+    """The file in WAL mode. The mode is kept in the file, so a file made before is only read; switching
+    it needs the file to itself and SQLite says "locked" at once (no busy wait) while another connection
+    writes, so the switch is tried again until BUSY_TIMEOUT_S, as a write waits."""
+    if str(connection.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
+        return
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as locked:
+            if "locked" not in str(locked) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def key(parts: Mapping[str, Any]) -> str:
