@@ -70,7 +70,7 @@ class AsyncSystemOneClient(BaseClient):
                 _escalate.check_thresholds(
                     escalation.below, call.options.calibration, [q for q, _ in call.questions]
                 )
-            response = self._cached(call)
+            response = await self._off_loop(self._cached, call)
             if response is None:
                 native = await self._natively(call)
                 answered = (
@@ -78,7 +78,9 @@ class AsyncSystemOneClient(BaseClient):
                     if native is not None
                     else self._assemble(call, await self._in_orders(call, self._answer))
                 )
-                response = self._kept(call, calibrated(call.options, call.questions, answered))
+                response = await self._off_loop(
+                    self._kept, call, calibrated(call.options, call.questions, answered)
+                )
             if escalation is not None:
                 response = await self._escalated(state, call, response)
             return tally.stamped(response)
@@ -97,6 +99,14 @@ class AsyncSystemOneClient(BaseClient):
             except Exception as failed:  # the first answer stands, the failure noted with its type
                 second = failed
         return self._escalation_merged(call, response, verdicts, second)
+
+    async def _off_loop(self, work: Callable[..., T], *args: Any) -> T:
+        """``work`` (a read or write of the answer cache: SQLite, which may wait for another writer's
+        lock or for the disk) on a worker thread, so the event loop runs on meanwhile; with no cache, at
+        once."""
+        if self._cache is None:
+            return work(*args)
+        return await asyncio.to_thread(work, *args)
 
     async def list_models(self) -> list[ModelMetadata]:
         """``SystemOneClient.list_models``, awaited."""
