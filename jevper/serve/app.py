@@ -103,6 +103,8 @@ def upstream_client(
         timeout=config.timeout,
         calibration=config.calibration,
         option_orders=config.option_orders,
+        cache=config.cache,
+        cache_mode=config.cache_mode,
     )
 
 
@@ -147,9 +149,9 @@ class Gateway:
             url, model = config.shadow
             # Its own client and pool, outside the upstreams' pool: it never takes a main request's slot,
             # and /health does not count it. Its upstream requests are labelled "shadow" in /metrics.
-            shadow_client = checked_client(
-                replace(self.config, upstream=url, model=model, more_upstreams=()), self.metrics, "shadow"
-            )
+            # No answer cache: the shadow is there to ask the candidate, not to be answered from a file.
+            candidate = replace(self.config, upstream=url, model=model, more_upstreams=(), cache=None)
+            shadow_client = checked_client(candidate, self.metrics, "shadow")
             self.shadow = Shadow(
                 shadow_client, url, model, self.metrics, capacity=config.shadow_queue, workers=config.pool
             )
@@ -302,6 +304,8 @@ class Gateway:
             "status": "ok" if serving else "no upstream in",
             "in_flight": self.in_flight,
             "upstreams": {"in": len(statuses) - out, "out": out},
+            # Whether answers are kept (its mode), never the file's path: /health asks no key.
+            "cache": self.config.cache_mode if self.config.cache is not None else "off",
         }
         if self._keys and self._unauthorized(request) is None:
             body["upstream_details"] = [
@@ -420,6 +424,7 @@ class Gateway:
         if isinstance(answered, Response):
             return answered
         self.metrics.answered(answered)
+        self.metrics.looked_up("/v1/systemone", answered.debug)
         reply: dict[str, Any] = answered.to_api()
         reply["model"] = answered.model
         # The shadow is offered the request once the answer has gone out (a background task runs after
@@ -466,6 +471,7 @@ class Gateway:
         if isinstance(answered, Response):
             return answered
         self.metrics.decided(answered)
+        self.metrics.looked_up("/v1/decisions", answered.debug)
         return JSONResponse(answered.to_api(), headers=calibrated_header(answered))
 
     async def _asked(

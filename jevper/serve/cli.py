@@ -153,6 +153,21 @@ def parser() -> argparse.ArgumentParser:
         metavar="N",
         help="requests waiting for the shadow at most; one more is dropped and counted",
     )
+    p.add_argument(
+        "--cache",
+        type=Path,
+        metavar="FILE",
+        help="an SQLite file of answers, made if missing: a request asked before (same upstream, model, "
+        "questions, state, settings and calibration) is answered from it with no upstream request; replicas "
+        "on one machine may share the file; hits and misses are counted in /metrics (default: none)",
+    )
+    p.add_argument(
+        "--cache-mode",
+        choices=("read-write", "read", "write", "off"),
+        default="read-write",
+        help="read: answer from --cache, never write; write: always ask upstream, then write; off: leave it "
+        "alone",
+    )
     return p
 
 
@@ -236,6 +251,8 @@ def planned(args: argparse.Namespace, keys: tuple[str, ...] = ()) -> GatewayConf
         option_orders=args.option_orders,
         shadow=_shadow(args),
         shadow_queue=args.shadow_queue,
+        cache=None if args.cache is None else str(args.cache),
+        cache_mode=args.cache_mode,
     )
     from jevper.serve.app import checked_client
 
@@ -313,6 +330,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             url, model = config.shadow
             print(
                 f"jevper.serve: shadow {model} at {redacted_url(url)} (queue {config.shadow_queue})",
+                file=sys.stderr,
+                flush=True,
+            )
+        if config.cache is not None:
+            print(
+                f"jevper.serve: answer cache {config.cache} ({config.cache_mode}); its hits and misses in "
+                "/metrics",
                 file=sys.stderr,
                 flush=True,
             )

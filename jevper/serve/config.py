@@ -36,6 +36,8 @@ FLAGS = {
     "option_orders": "--option-orders",
     "shadow": "--shadow",
     "shadow_queue": "--shadow-queue",
+    "cache": "--cache",
+    "cache_mode": "--cache-mode",
 }
 #: The methods that read a label's probability from logprobs, which some surfaces (Messages) do not carry.
 LOGPROB_METHODS = ("logprobs", "grammar")
@@ -78,6 +80,11 @@ class GatewayConfig:
     shadow: tuple[str, str] | None = None
     #: Requests waiting for the shadow at most; one more is dropped and counted.
     shadow_queue: int = 100
+    #: An SQLite file of answers (jevper._cache) every upstream's client reads and writes; replicas on one
+    #: machine may share it. None: no cache.
+    cache: str | None = None
+    #: read-write, read, write or off, as the clients' cache_mode.
+    cache_mode: str = "read-write"
 
     @property
     def upstreams(self) -> tuple[tuple[str, str], ...]:

@@ -14,7 +14,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -121,6 +121,13 @@ class Metrics:
             buckets=(0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0),
             registry=r,
         )
+        self.cache = Counter(
+            "jevper_serve_cache_lookups",
+            "Requests answered with the answer cache (--cache) on, by route and outcome: hit (answered from "
+            "the file, nothing sent upstream) or miss (asked upstream; every one under --cache-mode write)",
+            ["route", "outcome"],
+            registry=r,
+        )
         self.shadow_queue = Gauge(
             "jevper_serve_shadow_queue", "Requests waiting to be asked of the shadow upstream", registry=r
         )
@@ -137,6 +144,12 @@ class Metrics:
             self.questions.labels(
                 answer.type, trace.get("method", "none"), trace.get("surface", "none")
             ).inc()
+
+    def looked_up(self, route: str, debug: Mapping[str, Any]) -> None:
+        """A request's cache lookup, as its answer's ``debug["cache"]`` says (none: no cache read)."""
+        trace = debug.get("cache")
+        if isinstance(trace, Mapping) and "hit" in trace:
+            self.cache.labels(route, "hit" if trace["hit"] else "miss").inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
