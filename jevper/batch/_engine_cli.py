@@ -48,8 +48,10 @@ def run_engine(
     workers: int | None,
     address: str | None,
     options: Mapping[str, Any],
+    part_rows: int | None = None,
 ) -> Tally:
-    """Classify ``source`` into ``output`` on ``engine``; the tally of what OUTPUT holds."""
+    """Classify ``source`` into ``output`` on ``engine``; the tally of what OUTPUT holds. On Ray each
+    ``part_rows`` rows (default ``ray.DEFAULT_PART_ROWS``) are one part, one commit for ``--resume``."""
     parts, checkpoint = folders(output, engine)
     if engine == "spark" and resume:
         raise ConfigError(
@@ -76,7 +78,14 @@ def run_engine(
                 shutil.rmtree(run.folder, ignore_errors=True)
             raise
         engine_ray.classify_files(
-            source, parts, questions, servers, checkpoint=checkpoint, actors=workers or 1, **options
+            source,
+            parts,
+            questions,
+            servers,
+            checkpoint=checkpoint,
+            actors=workers or 1,
+            part_rows=engine_ray.DEFAULT_PART_ROWS if part_rows is None else part_rows,
+            **options,
         )
     else:
         from jevper.batch import spark as engine_spark

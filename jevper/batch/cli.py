@@ -419,6 +419,7 @@ def _on_engine(args: argparse.Namespace, asked: dict[str, Any], classifier: Batc
         workers=args.workers,
         address=args.engine_address,
         options=options,
+        part_rows=args.batch_rows,
     )
     print(summary_line(tally, tally.total), flush=True)
     return 0 if not tally.errors else 1

@@ -131,7 +131,8 @@ def classify_files(
     and write Parquet parts into the folder ``target``. With ``checkpoint`` (a folder every node can
     reach), Ray's own checkpointing records each written row's id there: the same call after a crash
     asks only the rows with no committed result and adds their parts beside the ones already written.
-    The input is read in blocks of about ``part_rows`` rows, each written as one part (one commit).
+    The input is read in blocks of about ``part_rows`` rows, each written as one part (one commit); a
+    ``batch_size`` larger than ``part_rows`` is taken down to it.
     A pool of actors the cluster cannot place and start within ``placement_timeout`` seconds (default:
     Ray Data's ``wait_for_min_actors_s`` where it is set, as by ``RAY_DATA_DEFAULT_WAIT_FOR_MIN_ACTORS_S``,
     else ``PLACEMENT_TIMEOUT``) stops the job with a ``ConfigError`` naming what was asked and what the
@@ -150,6 +151,9 @@ def classify_files(
         )
     try:
         dataset = reader(source, num_cpus=IO_CPUS)
+        # A map batch of more rows than a block joins blocks into one task and so one part: 200 rows in
+        # blocks of 20 were one task and one commit under the default batch of 256.
+        options["batch_size"] = min(options.get("batch_size", DEFAULT_BATCH_SIZE), part_rows)
         classified = classify_dataset(
             dataset, questions, servers, id_column=id_column, block_rows=part_rows, **options
         )

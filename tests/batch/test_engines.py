@@ -346,3 +346,19 @@ def test_the_command_line_runs_the_same_input_on_each_engine(
     assert outputs[engine] == outputs["local"]
     assert not list(tmp_path.glob("*-parts")) and not list(tmp_path.glob("*-checkpoint"))
     assert not list(tmp_path.glob("*-run"))  # the run's manifest goes with it
+
+
+def test_classify_files_commits_one_part_per_part_rows_rows_whatever_the_batch_size(
+    ray_local: None, faults: FaultServer, tmp_path: Path
+) -> None:
+    # One small file, cut into blocks of 20: under the default map batch (256 rows) Ray joined the
+    # blocks into one task, so a job killed mid-way had committed nothing and --resume had nothing kept.
+    from jevper.batch import ray as jray
+
+    source, target = tmp_path / "in.parquet", tmp_path / "out"
+    pq.write_table(rows(100), source)
+    servers = [{"base_url": faults.base_url(), "model": faults.model, "slots": 4}]
+    jray.classify_files(source, target, QUESTION, servers, part_rows=20, api="chat_completions")
+    parts = sorted(target.glob("*.parquet"))
+    assert [pq.read_metadata(p).num_rows for p in parts] == [20] * 5
+    assert sorted(by_id([r for p in parts for r in pq.read_table(p).to_pylist()])) == list(range(100))
