@@ -6,6 +6,8 @@ A timeout or a broken connection is recorded as that probe's outcome and the run
 that stops accepting connections ends the run, and every probe left is reported as not run. The timeout
 bounds each request's whole answer, not only each read: a watchdog shuts the connection down at the
 deadline, so a server that drips its body cannot hold a probe (vcrpy reads the body inside the transport).
+Each request of a wave says so in WAVE_HEADER (the wave's size), which a cassette does not keep: a test
+server can hold them until the wave has met instead of holding every answer.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,9 @@ from jevper.probe.catalogue import Catalogue, Probe
 from jevper.probe.classifiers import Verdict
 from jevper.probe.compose import ProbeRequest, requests_for
 from jevper.probe.presets import Preset
+
+#: Sent with each request of a wave, saying how many requests the wave holds.
+WAVE_HEADER = "x-jevper-wave"
 
 
 @dataclass(frozen=True)
@@ -98,7 +104,7 @@ def _send_one(
             else:
                 before = len(active.data)
                 with ThreadPoolExecutor(len(wave), thread_name_prefix="probe-wave") as pool:
-                    answers = list(pool.map(lambda request: _send(client, request), wave))
+                    answers = list(pool.map(_send, repeat(client), wave, repeat(len(wave))))
                 _in_sent_order(active.data, before, wave)
             failure = next((f for _, f in answers if f is not None), None)
             if failure is not None:
@@ -140,15 +146,18 @@ def _in_sent_order(data: list[Any], before: int, wave: Sequence[ProbeRequest]) -
     data[before:] = sorted(recorded, key=rank)
 
 
-def _send(client: httpx.Client, request: ProbeRequest) -> tuple[int | None, Verdict | None]:
-    """One request: its status, or why it got no whole answer."""
+def _send(client: httpx.Client, request: ProbeRequest, wave: int = 1) -> tuple[int | None, Verdict | None]:
+    """One request (one of a wave of `wave` sent together): its status, or why it got no whole answer."""
+    headers = {"content-type": "application/json"}
+    if wave > 1:
+        headers[WAVE_HEADER] = str(wave)
     alarm = _deadline.start(client.timeout.read or 60.0)
     try:
         response = client.request(
             request.method,
             request.path.lstrip("/"),
             content=request.content,
-            headers={"content-type": "application/json"},
+            headers=headers,
             extensions={"trace": _watching(alarm)},
         )
         return response.status_code, None

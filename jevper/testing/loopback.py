@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -13,6 +13,14 @@ from jevper.testing.bodies import encode
 
 #: (method, path, parsed JSON body or None when it is not JSON, its size in bytes) -> (status, body).
 Answerer = Callable[[str, str, Any, int], tuple[int, Any]]
+_answering = threading.local()
+
+
+def request_headers() -> Mapping[str, str]:
+    """The headers of the request this thread is answering (each request has a thread of its own), for an
+    answerer that reads one; names lower-case."""
+    headers: Mapping[str, str] = getattr(_answering, "headers", {})
+    return headers
 
 
 class LoopbackServer:
@@ -43,9 +51,11 @@ class LoopbackServer:
 def _handler(answerer: Answerer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            _answering.headers = {k.lower(): v for k, v in self.headers.items()}
             self._send(*answerer("GET", self.path, None, 0))
 
         def do_POST(self) -> None:
+            _answering.headers = {k.lower(): v for k, v in self.headers.items()}
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length) if length else b""
             try:

@@ -13,7 +13,9 @@ Decisions, GET /v1/models) with the fault server's healthy bodies, and moves an 
 A moved prompt-surface answer shifts its label logprobs (A less likely, B more), or changes its text
 where it carries none (Messages); a moved System One or Decisions answer trades its first two options'
 shares. Everything else is answered alike, bit for bit, so the stability probes grade `moves` exactly
-where a move was made. `HOLD_S` keeps each answer in flight long enough for concurrent requests to meet.
+where a move was made. Under ``load``, a request of a wave (the probe runner's ``x-jevper-wave`` header,
+the wave's size) is held until the whole wave has arrived, so requests sent together meet; a request sent
+alone is answered at once.
 """
 
 from __future__ import annotations
@@ -27,13 +29,16 @@ from typing import Any, Literal
 from jevper._wire import PROMPT_RECORDS, RECORDS, decisions, prompt_record
 from jevper.testing.bodies import HEALTHY_LOGPROBS, Answer, entry
 from jevper.testing.decisions import DecisionsAnswer
-from jevper.testing.loopback import LoopbackServer
+from jevper.testing.loopback import LoopbackServer, request_headers
 from jevper.testing.systemone import HEALTHY_NOUL, SystemOneAnswer
 
 Move = Literal["load", "cache", "position"]
 MOVES: tuple[Move, ...] = ("load", "cache", "position")
-#: How long each answer is held when the server moves under load: requests sent together meet.
-HOLD_S = 0.1
+#: The header the probe runner marks each request of a wave with (the wave's size); the runner's own
+#: WAVE_HEADER, which a test holds equal to this one (jevper.testing imports nothing of the harness).
+WAVE_HEADER = "x-jevper-wave"
+#: How long a request of a wave waits for the rest of it before it is answered anyway.
+WAVE_WAIT_S = 10.0
 #: A moved label answer: A still first, but much less sure (0.61 against 0.82).
 MOVED_LOGPROBS: tuple[tuple[str, float], ...] = (("A", -0.5), ("B", -1.1), ("C", -3.4))
 _ROUTES = {f"/v1/{r.route}": r.name for r in RECORDS.values()} | {f"/v1/{decisions.ROUTE}": decisions.SURFACE}
@@ -48,8 +53,10 @@ class MovingServer:
             raise ValueError(f"expected moves among {MOVES}, got {unknown}")
         self.moves = frozenset(moves)
         self.model = model
-        self.hold = HOLD_S if "load" in self.moves else 0.0
         self._lock = threading.Lock()
+        self._wave = threading.Condition()
+        self._gathered = 0  # the requests of the wave now gathering that have arrived
+        self._waves = 0  # the waves gathered so far
         self._in_flight: set[int] = set()
         self._overlapped: set[int] = set()
         self._seen: set[str] = set()
@@ -86,8 +93,8 @@ class MovingServer:
             return 404, {"error": {"message": f"no route {path}", "type": "not_found_error", "code": 404}}
         ticket = self._arrive()
         try:
-            if self.hold:
-                threading.Event().wait(self.hold)
+            if "load" in self.moves:
+                self._gather(_wave_size())
             moved = self._moved(ticket, request)
         finally:
             self._leave(ticket)
@@ -119,6 +126,21 @@ class MovingServer:
             self._in_flight.add(ticket)
             return ticket
 
+    def _gather(self, size: int) -> None:
+        """Hold a request of a wave of `size` until the wave's last request has arrived (each arrived one
+        is in flight, so they all overlap); at once for a request sent alone."""
+        if size < 2:
+            return
+        with self._wave:
+            wave = self._waves
+            self._gathered += 1
+            if self._gathered < size and self._wave.wait_for(lambda: self._waves != wave, WAVE_WAIT_S):
+                return
+            if self._waves == wave:  # the last to arrive (or one that waited in vain) releases the wave
+                self._gathered = 0
+                self._waves += 1
+                self._wave.notify_all()
+
     def _leave(self, ticket: int) -> None:
         with self._lock:
             self._in_flight.discard(ticket)
@@ -135,6 +157,13 @@ class MovingServer:
                 cached = key in self._seen
                 self._seen.add(key)
             return under_load or cached
+
+
+def _wave_size() -> int:
+    try:
+        return int(request_headers().get(WAVE_HEADER, "1"))
+    except ValueError:
+        return 1
 
 
 def _prompt_answer(answer: Answer, moved: bool) -> dict[str, Any]:
@@ -182,4 +211,4 @@ def running(*moves: Move, model: str = "moving-model") -> Iterator[MovingServer]
         server.stop()
 
 
-__all__ = ["HEALTHY_LOGPROBS", "MOVED_LOGPROBS", "MOVES", "Move", "MovingServer", "running"]
+__all__ = ["HEALTHY_LOGPROBS", "MOVED_LOGPROBS", "MOVES", "WAVE_HEADER", "Move", "MovingServer", "running"]

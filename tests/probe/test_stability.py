@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from vcr.request import Request as VcrRequest
 
-from jevper.probe import stability
+from jevper.probe import runner, stability
 from jevper.probe.catalogue import CatalogueError, check_catalogue, load_catalogue
 from jevper.probe.cli import main
 from jevper.probe.compose import requests_for
@@ -20,6 +20,7 @@ from jevper.probe.presets import get_preset
 from jevper.probe.recording import Layout, ProbeResult, Recording, Run
 from jevper.probe.runner import _in_sent_order
 from jevper.probe.session import Target, record
+from jevper.testing import moving
 from jevper.testing.moving import Move, running
 
 CATALOGUE = load_catalogue()
@@ -76,6 +77,8 @@ def test_a_steady_server_is_identical_on_every_stability_probe(tmp_path: Path) -
 
 
 def test_a_server_that_moves_under_load_moves_on_exactly_the_load_probes(tmp_path: Path) -> None:
+    # The server holds a wave's requests by the header the runner marks them with, until the wave has met.
+    assert runner.WAVE_HEADER == moving.WAVE_HEADER
     results = grades(("load",), tmp_path)
     assert moved(results) == {p.id for p in SERVER if p.stability == "load"}
     load = results["chat-stability-load"].stability
