@@ -16,6 +16,8 @@ from typing import Any
 
 from jevper._atomic import replacing, write_atomically
 from jevper.batch import BatchClassifier, Server
+from jevper.batch._core import state_values
+from jevper.batch._dry import Preview, preview
 from jevper.batch._files import Input, Writer
 from jevper.batch._local import Tally, progress_line, provenance
 from jevper.batch._provenance import record
@@ -48,14 +50,17 @@ async def ask(
     option_orders: int = 1,
     requests: RequestCount | None = None,
     server: Mapping[str, str | None] | None = None,
+    cache: Path | None = None,
+    cache_mode: str = "read-write",
 ) -> Path:
     """Every row of ``labelled`` asked every question; the batch's output written to ``output`` (Parquet),
     whole or not at all, with its provenance (``server``: the kind and release the server stated).
-    ``requests`` counts the requests sent. The progress is said on stderr as the
-    batch says it (``Progress``)."""
+    ``requests`` counts the requests sent; ``cache`` is the batch's answer cache (a row asked before is
+    answered from it, with no request). The progress is said on stderr as the batch says it
+    (``Progress``)."""
     source = Input(labelled)
     checked = source.check(id_column)
-    classifier = BatchClassifier(
+    classifier = classifier_for(
         questions,
         servers,
         id_column=id_column,
@@ -63,6 +68,8 @@ async def ask(
         api=api,
         method=method,
         option_orders=option_orders,
+        cache=cache,
+        cache_mode=cache_mode,
     )
     schema = classifier.output_schema(checked.schema)
     progress = Progress(f"asking {output.name}", checked.rows, classifier)
@@ -81,7 +88,67 @@ async def ask(
         await classifier.aclose()
         if requests is not None:
             requests.sent += classifier.requests_sent
+    if cache is not None and classifier.cache_hits:
+        print(
+            f"{PROG}: {output.name}: {classifier.cache_hits} rows answered from the cache {cache}",
+            file=sys.stderr,
+            flush=True,
+        )
     return output
+
+
+def classifier_for(
+    questions: Mapping[str, Any],
+    servers: Sequence[Server],
+    *,
+    id_column: str = "id",
+    state_column: str = "state",
+    api: str = "auto",
+    method: str = "auto",
+    option_orders: int = 1,
+    cache: Path | None = None,
+    cache_mode: str = "read-write",
+) -> BatchClassifier:
+    """The batch core that asks the labelled rows (and that the dry run prices)."""
+    return BatchClassifier(
+        questions,
+        servers,
+        id_column=id_column,
+        state_column=state_column,
+        api=api,
+        method=method,
+        option_orders=option_orders,
+        cache=cache,
+        cache_mode=cache_mode,
+    )
+
+
+async def previewed(
+    labelled: Path,
+    runs: Sequence[tuple[str, Mapping[str, Any], Sequence[Any] | None]],
+    servers: Sequence[Server],
+    *,
+    sample: bool,
+    id_column: str = "id",
+    state_column: str = "state",
+    **options: Any,
+) -> list[tuple[str, Preview]]:
+    """The batch's dry run (``jevper.batch._dry.preview``) of each run an evaluation would ask: its name,
+    its questions and its states (None: the labelled rows'); with ``sample``, a few rows of each are
+    asked to time it."""
+    rows: list[Any] = []
+    for batch in Input(labelled).batches(BATCH_ROWS):
+        rows.extend(state_values(batch.column(state_column)))
+    found = []
+    for name, questions, states in runs:
+        classifier = classifier_for(
+            questions, servers, id_column=id_column, state_column=state_column, **options
+        )
+        try:
+            found.append((name, await preview(classifier, rows if states is None else states, sample=sample)))
+        finally:
+            await classifier.aclose()
+    return found
 
 
 class Progress:
@@ -159,6 +226,8 @@ async def content_free(
     method: str = "auto",
     option_orders: int = 1,
     requests: RequestCount | None = None,
+    cache: Path | None = None,
+    cache_mode: str = "read-write",
 ) -> dict[str, Distribution]:
     """Per question, the model's mean answer to the content-free states: its lean before any content.
     The states and the answers are kept in ``folder`` (content-free.jsonl, content-free.answers.parquet)."""
@@ -176,6 +245,8 @@ async def content_free(
         method=method,
         option_orders=option_orders,
         requests=requests,
+        cache=cache,
+        cache_mode=cache_mode,
     )
     return content_free_prior(questions, output, id_column)
 

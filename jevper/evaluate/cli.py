@@ -26,7 +26,7 @@ from jevper._atomic import write_atomically
 from jevper.batch import Server
 from jevper.batch._provenance import read_provenance
 from jevper.batch.cli import servers_of
-from jevper.evaluate._ask import RequestCount, ask, content_free, rotations
+from jevper.evaluate._ask import CONTENT_FREE, RequestCount, ask, content_free, previewed, rotations
 from jevper.evaluate._calibration import Binding, prompt_digest
 from jevper.evaluate._compare import (
     SPAWN,
@@ -229,11 +229,34 @@ def parser() -> argparse.ArgumentParser:
         help="the prompt surface, as the batch's --api (default: what the answers record; asked: auto)",
     )
     add_option_orders_argument(binding)
+    p.add_argument(
+        "--cache",
+        type=Path,
+        metavar="FILE",
+        help="with --base-url or --spawn: the batch's answer cache, an SQLite file made if missing: a row "
+        "asked before (same server, model, questions, state, settings) is answered from it without a "
+        "request, and each answer asked is written to it (default: none)",
+    )
+    p.add_argument(
+        "--cache-mode",
+        choices=("read-write", "read", "write", "off"),
+        default="read-write",
+        help="read: answer from --cache, never write; write: always ask, then write; off: leave it alone",
+    )
+    p.add_argument(
+        "--dry-run",
+        choices=("time", "count"),
+        help="with --base-url or --spawn: write nothing; say, for each run the evaluation would ask (the "
+        "rows, each rotation, the content-free states), the rows, distinct rows, cache hits, requests per "
+        "server and prompt tokens, as the batch's --dry-run; --dry-run (=time) also asks a small sample of "
+        "rows for real and gives the time at its rate, --dry-run=count asks nothing (default: a real run)",
+    )
     return p
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     """The options, old spellings read as the new ones (each with a warning on stderr)."""
+    argv = ["--dry-run=time" if arg == "--dry-run" else arg for arg in argv]  # a bare flag times the run
     args = parser().parse_args(renamed(PROG, argv, RENAMED))
     named = [url_and_model(url)[1] for url in args.server or ()]
     if named and all(named) and not args.model:
@@ -263,6 +286,15 @@ def _main(args: argparse.Namespace) -> int:
         raise ConfigError(f"--risk: expected a probability in (0, 1), got {args.risk}")
     if args.per_label and args.risk is None:
         raise ConfigError("--per-label: expected --risk, whose thresholds it splits by label, got none")
+    asking = bool(args.server or args.spawn)
+    for flag in ("cache", "dry_run"):
+        if getattr(args, flag) is not None and not asking:
+            raise ConfigError(
+                f"--{flag.replace('_', '-')}: expected --base-url or --spawn to ask, got --answers, which "
+                "asks nothing"
+            )
+    if args.dry_run is not None:
+        return _dry_run(args)
     if args.out.exists() and not args.out.is_dir():
         raise ConfigError(f"--out {args.out}: expected a folder, got a file")
     earlier = sorted(name for name in _WRITTEN if (args.out / name).exists())
@@ -271,7 +303,6 @@ def _main(args: argparse.Namespace) -> int:
             f"--out {args.out}: expected a folder without an earlier evaluation, got one holding "
             f"{', '.join(earlier)}; it is never overwritten silently: name another folder, or add --replace"
         )
-    asking = bool(args.server or args.spawn)
     for flag in ("rotations", "content_free"):
         if getattr(args, flag) and not asking:
             raise ConfigError(
@@ -440,6 +471,8 @@ def _ask_all(
         "method": args.method or "auto",
         "option_orders": args.option_orders,
         "requests": requests,
+        "cache": args.cache,
+        "cache_mode": args.cache_mode,
     }
     stated = {k: v for k, v in (served or {}).items() if k in ("server_kind", "server_release")}
     answers = asyncio.run(ask(args.labelled, given, servers, args.out / ASKED, server=stated, **options))
@@ -451,6 +484,37 @@ def _ask_all(
         turned.append((path, asyncio.run(ask(args.labelled, questions, servers, output, **options))))
     priors = asyncio.run(content_free(given, servers, args.out, **options)) if args.content_free else None
     return answers, turned, priors
+
+
+def _dry_run(args: argparse.Namespace) -> int:
+    """What asking would cost, said for each run (the rows, each rotation, the content-free states); no
+    file is written, and nothing is asked beyond the timing sample (none with --dry-run=count)."""
+    if args.compare:
+        raise ConfigError("--dry-run: expected one setting to price, got --compare; price each setting alone")
+    if args.spawn:
+        _spawn_defaults(args)
+    given, asked = read_questions(args.questions)
+    golds(read_table(args.labelled, args.id_column, "LABELLED"), asked)
+    runs: list[tuple[str, dict[str, Any], Sequence[Any] | None]] = [(ASKED, given, None)]
+    if args.rotations:
+        runs += [(f"rotation {by}", q, None) for by, q in enumerate(rotations(given, asked), 1)]
+    if args.content_free:
+        runs.append(("content-free", given, CONTENT_FREE))
+    options = {
+        "id_column": args.id_column,
+        "state_column": args.state_column,
+        "api": args.surface or "auto",
+        "method": args.method or "auto",
+        "option_orders": args.option_orders,
+        "cache": args.cache,
+        "cache_mode": args.cache_mode,
+    }
+    with _servers(args, {}) as servers:
+        found = asyncio.run(previewed(args.labelled, runs, servers, sample=args.dry_run == "time", **options))
+    for name, preview in found:
+        for line in preview.lines(f"{PROG}: {name}"):
+            print(line, flush=True)
+    return 0
 
 
 def _spawn_defaults(args: argparse.Namespace) -> None:
