@@ -16,7 +16,7 @@ from jevper._errors import ConfigError, InvalidQuestionError
 from jevper._failure import redacted_url
 from jevper._json import Json
 from jevper._memory import Memory
-from jevper._options import ClientOptions, Options, Overrides
+from jevper._options import ClientOptions, Options, Overrides, checked_examples
 from jevper._orders import expanded
 from jevper._prompt import StateTurns, state_turns
 from jevper._trace import Prefill, QuestionTrace, Route, Trace
@@ -96,6 +96,8 @@ class BaseClient:
                 )
         if any(example.answer is not None for example in options.examples):
             options = replace(options, examples=fitted(options.examples, asked))
+        if any(question.examples for _, question in asked):
+            options = replace(options, examples=with_own_examples(options.examples, asked))
         return Plan(options, state_turns(state), asked, _json.checked("state", state))
 
     def cached(
@@ -247,6 +249,21 @@ def fitted(examples: Sequence[Example], questions: Sequence[tuple[str, Question]
         answers = {qid: example.answer for qid, question in questions if fits(question, example.answer)}
         fitting.append(replace(example, answers={**answers, **example.answers}, answer=None))
     return tuple(fitting)
+
+
+def with_own_examples(
+    examples: Sequence[Example], questions: Sequence[tuple[str, Question]]
+) -> tuple[Example, ...]:
+    """The call's examples with each question's own (``Choice(..., examples=[...])``) in place of theirs
+    for it: an example given on a question wins over the call's and the client's, which keep their
+    answers to the other questions (one left answering nothing is dropped)."""
+    own = {qid: question.examples for qid, question in questions if question.examples}
+    kept = []
+    for example in examples:
+        answers = {qid: answer for qid, answer in example.answers.items() if qid not in own}
+        if answers:
+            kept.append(replace(example, answers=answers))
+    return (*kept, *checked_examples(own))
 
 
 def fits(question: Question, answer: object) -> bool:

@@ -249,6 +249,7 @@ def _request(
         schema=a.schema if settings.structured_outputs else None,
         prompt_cache_key=key,
         reasoning_effort=reasoning.effort if reasoning else None,
+        reasoning_summary=reasoning.summary if reasoning else None,
         thinking_budget=reasoning.budget_tokens if reasoning else None,
         extra_body=settings.extra_body,
         max_tokens=max_tokens,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, TypedDict
 
-from jevper._errors import InvalidQuestionError
+from jevper._errors import ClientCapabilityError, InvalidQuestionError
 from jevper._wire import PROMPT_RECORDS, SURFACES, Surface, prompt_record
 from jevper._wire.decisions import DecisionsRoute
 
@@ -41,12 +41,40 @@ class ReasoningConfig:
 
     ``effort`` is sent as ``reasoning_effort`` (Chat Completions) or ``reasoning.effort`` (Responses);
     ``budget_tokens`` enables thinking on the Messages surface, on top of the 1024-token answer budget.
+    ``summary`` (``auto``, ``concise``, ``detailed``) is sent as ``reasoning.summary`` on Responses, the
+    one surface with the field; the others return the whole trace, which ``answer.reasoning`` holds.
+    ``context`` (``auto``, ``current_turn``, ``all_turns``) says whose reasoning a turn sees: every call
+    here is one turn, so each value means the same. ``mode`` is ``auto`` or ``native``: the model thinks
+    in the very request its answer is read from, on every surface; ``two_step`` (a separate thinking
+    request, then a classifying one) is refused, since jevper does not ask twice for one answer.
     """
 
     effort: str | None = None
     budget_tokens: int | None = None
+    summary: Literal["auto", "concise", "detailed"] | None = None
+    context: Literal["auto", "current_turn", "all_turns"] | None = None
+    mode: Literal["auto", "native", "two_step"] = "auto"
+
+    SUMMARIES: ClassVar[tuple[str, ...]] = ("auto", "concise", "detailed")
+    CONTEXTS: ClassVar[tuple[str, ...]] = ("auto", "current_turn", "all_turns")
 
     def __post_init__(self) -> None:
+        for name, allowed in (("summary", self.SUMMARIES), ("context", self.CONTEXTS)):
+            value = getattr(self, name)
+            if value is not None and value not in allowed:
+                raise InvalidQuestionError(
+                    f"ReasoningConfig: expected {name} to be one of {list(allowed)} or None, got {value!r}"
+                )
+        if self.mode == "two_step":
+            raise ClientCapabilityError(
+                "ReasoningConfig: expected mode='auto' or 'native', got 'two_step'; jevper reads each "
+                "answer from the request the model thinks in (native reasoning on every surface) and "
+                "never asks a second time for it; drop mode="
+            )
+        if self.mode not in ("auto", "native"):
+            raise InvalidQuestionError(
+                f"ReasoningConfig: expected mode to be 'auto' or 'native', got {self.mode!r}"
+            )
         if self.budget_tokens is not None and (
             isinstance(self.budget_tokens, bool)
             or not isinstance(self.budget_tokens, int)

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Literal, TypeAlias, TypeVar
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, TypeVar
 
 from jevper import _json
 from jevper._errors import InvalidQuestionError, Loc
+
+if TYPE_CHECKING:
+    from jevper.models import Example
 
 #: A question's type, as the System One API names it.
 QuestionType = Literal["choice", "noul", "score"]
@@ -97,6 +100,33 @@ def described(value: Any) -> str | None:
     return _json.dumps(value)
 
 
+def _own_fields(question: Choice | Noul | Score) -> None:
+    """The fields every question shares, keyword-only as the documented API spells them: ``type`` (the
+    class's own, accepted for code that names it) and ``examples`` (worked examples of this question
+    alone, which win over the call's and the client's for it; each checked when the call is planned,
+    where the question's id is known)."""
+    owner = _owner(question)
+    kind = type(question).__dataclass_fields__["type"].default
+    if question.type != kind:
+        raise _refused(
+            owner,
+            ("type",),
+            f"expected type={kind!r} for a {type(question).__name__}, got {question.type!r}; drop type= "
+            "or make the question of that type",
+        )
+    examples = question.examples
+    if examples is None:
+        examples = ()
+    if isinstance(examples, str | bytes | Mapping) or not isinstance(examples, Sequence):
+        raise _refused(
+            owner,
+            ("examples",),
+            f"expected examples to be a list of Example, got {type(examples).__name__}; pass "
+            "examples=[Example(state=..., answer=...)]",
+        )
+    object.__setattr__(question, "examples", tuple(examples))
+
+
 @dataclass(frozen=True)
 class Choice:
     """Pick one option out of 2 to 255: ``criteria`` maps each option to what it means (or to ``None``).
@@ -106,14 +136,16 @@ class Choice:
 
     criteria: Mapping[str, Text | None]
     instructions: Text | None = None
+    examples: Sequence[Example] = field(default=(), kw_only=True)
+    type: QuestionType = field(default="choice", kw_only=True, repr=False)
 
-    type: ClassVar[QuestionType] = "choice"
     MIN_OPTIONS: ClassVar[int] = 2
     MAX_OPTIONS: ClassVar[int] = 255
     #: What a choice without instructions is asked with (System One asks it the same way).
     DEFAULT_INSTRUCTIONS: ClassVar[str] = "Which option fits the state best?"
 
     def __post_init__(self) -> None:
+        _own_fields(self)
         owner = _owner(self)
         if not isinstance(self.criteria, Mapping):
             raise _refused(
@@ -186,13 +218,15 @@ class Noul:
 
     instructions: Text | None = None
     criteria: str | Mapping[str, Text | None] | None = None
+    examples: Sequence[Example] = field(default=(), kw_only=True)
+    type: QuestionType = field(default="noul", kw_only=True, repr=False)
 
-    type: ClassVar[QuestionType] = "noul"
     #: The sides criteria may name, in the order they are shown.
     SIDES: ClassVar[tuple[str, str]] = ("true", "false")
     DEFAULT_INSTRUCTIONS: ClassVar[str] = "Is this true of the state?"
 
     def __post_init__(self) -> None:
+        _own_fields(self)
         owner = _owner(self)
         object.__setattr__(
             self,
@@ -242,13 +276,15 @@ class Score:
 
     criteria: Sequence[Text]
     instructions: Text | None = None
+    examples: Sequence[Example] = field(default=(), kw_only=True)
+    type: QuestionType = field(default="score", kw_only=True, repr=False)
 
-    type: ClassVar[QuestionType] = "score"
     MIN_LEVELS: ClassVar[int] = 2
     MAX_LEVELS: ClassVar[int] = 26
     DEFAULT_INSTRUCTIONS: ClassVar[str] = "Which level fits the state best?"
 
     def __post_init__(self) -> None:
+        _own_fields(self)
         owner = _owner(self)
         if isinstance(self.criteria, str | bytes) or not isinstance(self.criteria, Sequence):
             raise _refused(

@@ -36,6 +36,7 @@ class WireRequest:
     schema: SchemaFormat | None = None
     prompt_cache_key: str | None = None
     reasoning_effort: str | None = None
+    reasoning_summary: str | None = None  # Responses only: the summary of its reasoning it may return
     thinking_budget: int | None = None
     extra_body: Mapping[str, Any] = field(default_factory=dict)  # the caller's own fields, merged last
     omit: frozenset[str] = frozenset()  # fields this server has refused before (server_limits)

@@ -39,8 +39,9 @@ def build(request: WireRequest) -> dict[str, Any]:
         }
     if request.prompt_cache_key is not None:
         body["prompt_cache_key"] = request.prompt_cache_key
-    if request.reasoning_effort is not None:
-        body["reasoning"] = {"effort": request.reasoning_effort}
+    reasoning = {"effort": request.reasoning_effort, "summary": request.reasoning_summary}
+    if any(value is not None for value in reasoning.values()):
+        body["reasoning"] = {name: value for name, value in reasoning.items() if value is not None}
     extra = dict(request.extra_body)
     # The Chat Completions spellings of two caller fields mean the same here under their own names;
     # ollama's Responses route, for one, ignores reasoning_effort and reads reasoning.effort.

@@ -230,6 +230,36 @@ def test_an_example_given_with_one_answer_teaches_the_questions_it_fits(loopback
     assert "I am furious!" in str(loopback.bodies("/chat/completions")[-1]["messages"])
 
 
+def test_an_example_given_on_a_question_wins_over_the_calls_and_the_clients_for_it(loopback: Any) -> None:
+    for _ in range(2):
+        loopback.reply("/chat/completions", 200, label())
+    own = Choice(
+        type="choice",
+        criteria=dict(INTENT.criteria),
+        examples=[Example(state="My invoice is wrong.", answer="billing")],
+    )
+    client_wide = [Example(state="The app crashes.", answers={"team": "technical", "angry": False})]
+    per_call = [Example(state="Where is my refund?", answers={"team": "billing"})]
+    asked = client(loopback, examples=client_wide, max_concurrency=1)
+    asked.system_one(
+        state=STATE, questions={"team": own, "angry": Noul(instructions="Angry?")}, examples=per_call
+    )
+    team, angry = (str(body["messages"]) for body in loopback.bodies("/chat/completions"))
+    # The question's own example alone teaches it; the call's replaced the client's, and keeps teaching
+    # the other question nothing it does not answer.
+    assert "My invoice is wrong." in team
+    assert "Where is my refund?" not in team and "The app crashes." not in team
+    assert "My invoice is wrong." not in angry and "Where is my refund?" not in angry
+    with pytest.raises(InvalidQuestionError, match="expected type='noul' for a Noul"):
+        Noul(type="choice")
+    with pytest.raises(InvalidQuestionError, match="expected examples to be a list of Example"):
+        Score(criteria=["low", "high"], examples="one")
+    with pytest.raises(ClientCapabilityError, match="example"):
+        SystemOneClient(sdk(loopback), model="m", native=True).system_one(
+            state=STATE, questions={"team": own}
+        )
+
+
 def test_keep_alive_travels_on_system_one_and_is_refused_where_no_route_carries_it(loopback: Any) -> None:
     loopback.reply("/systemone", 200, noul_answer())
     native = SystemOneClient(sdk(loopback), model="m", native=True, temperature=0)

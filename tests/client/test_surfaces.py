@@ -14,6 +14,7 @@ from openai import OpenAI
 from jevper import (
     AsyncSystemOneClient,
     Choice,
+    ClientCapabilityError,
     IncompleteAnswerError,
     InvalidQuestionError,
     MalformedAnswerError,
@@ -136,6 +137,25 @@ def test_responses_carries_ollamas_reasoning_effort_as_reasoning_effort_object(l
     ).system_one(state=STATE, questions={"q": INTENT})
     sent = loopback.bodies("/responses")[0]
     assert sent["reasoning"] == {"effort": "none"} and "reasoning_effort" not in sent
+
+
+def test_reasoning_summary_travels_on_responses_and_a_two_step_mode_is_refused(loopback: Any) -> None:
+    for _ in range(2):
+        loopback.reply("/responses", 200, responses_body(JSON_ANSWER))
+    reasoning = ReasoningConfig(effort="low", summary="concise", context="current_turn", mode="native")
+    openai_client(loopback, api="responses", method="structured", reasoning=reasoning).system_one(
+        state=STATE, questions={"q": INTENT}
+    )
+    openai_client(
+        loopback, api="responses", method="structured", reasoning=ReasoningConfig(summary="auto")
+    ).system_one(state=STATE, questions={"q": INTENT})
+    first, second = loopback.bodies("/responses")
+    assert first["reasoning"] == {"effort": "low", "summary": "concise"}
+    assert second["reasoning"] == {"summary": "auto"}
+    with pytest.raises(ClientCapabilityError, match="two_step"):
+        ReasoningConfig(mode="two_step")
+    with pytest.raises(InvalidQuestionError, match="expected summary to be one of"):
+        ReasoningConfig(summary="brief")  # type: ignore[arg-type]
 
 
 # --- api="auto" ------------------------------------------------------------------------------------
