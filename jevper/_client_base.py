@@ -208,6 +208,8 @@ class BaseClient:
             ],
             "state": plan.given,
             "calibration": None if calibration is None else calibration.digest(),
+            # Only when given, so the keys of calls without images stay those already written.
+            **({"images": list(options.images)} if options.images else {}),
         }
 
     def _assemble(self, plan: Plan, answered: Sequence[Answered]) -> SystemOneResponse:

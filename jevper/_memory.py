@@ -46,6 +46,9 @@ class Memory:
     # api="auto", decisions.create: model -> "decisions" (the server's POST /v1/decisions answers it) or
     # PROMPT (it has no such route, or answers it in another shape), and why
     decisions: dict[str, Note] = field(default_factory=dict)
+    # api="auto": why the server has no POST /api/show (Ollama's model information), once it said so; no
+    # later model asks it there
+    no_show_route: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def route(self, model: str) -> PromptSurface:

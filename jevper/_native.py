@@ -7,16 +7,17 @@ thrown the JevperError); the blocking and the async client drive the same genera
 
 from __future__ import annotations
 
+import json
 from collections.abc import Generator, Mapping
 from typing import Any
 
 from jevper._ask import instructions
 from jevper._distribution import choice_confidence, clamped
-from jevper._errors import JevperError, MalformedAnswerError, ProviderError
+from jevper._errors import ClientCapabilityError, JevperError, MalformedAnswerError, ProviderError
 from jevper._failure import judge
 from jevper._json import Json
 from jevper._memory import NATIVE, PROMPT, Memory, Note
-from jevper._options import Options, native_only
+from jevper._options import Options, native_only, no_images
 from jevper._routes import Fetch
 from jevper._trace import QuestionTrace, Route, Trace, each
 from jevper._wire import dialects, model_list, systemone
@@ -78,8 +79,11 @@ def discover(
                 options.model, f"GET /models failed, so not asked through System One this time: {error}"
             )
         listing = model_list.Listing(False, f"GET /models failed, so not a decision model: {error}")
-    if not listing.decisions and dialects.ollama_listed(body, options.model):
-        shown = yield from _ollama_show(options, timeout)
+    if listing.listed and not listing.says_outputs and memory.no_show_route is None:
+        # The list names the model without saying what it outputs: Ollama documents a decision model in
+        # POST /api/show's capabilities (and nothing in its model list), so that route is asked; a
+        # server without it says so once.
+        shown = yield from _ollama_show(options, timeout, memory)
         if shown is not None:
             memory.settle(options.model, OLLAMA, f"{listing.why}; {shown}")
             note = memory.native_route(options.model)
@@ -91,12 +95,18 @@ def discover(
     return note
 
 
-def _ollama_show(options: Options, timeout: float) -> Generator[Fetch, Mapping[str, Any], str | None]:
+def _ollama_show(
+    options: Options, timeout: float, memory: Memory
+) -> Generator[Fetch, Mapping[str, Any], str | None]:
     """Ollama marks a decision model in POST /api/show's ``capabilities``, not in its model list: why the
-    model is one there, or None (any failure, or no such capability, leaves the model where it was)."""
+    model is one there, or None (any failure, or no such capability, leaves the model where the list put
+    it). A server that answers the route is missing (404 not naming the model, 405, 501) is remembered,
+    so it is asked once, not once per model."""
     try:
         body = yield Fetch("POST", dialects.OLLAMA_SHOW, {"model": options.model}, options.model, timeout)
-    except JevperError:
+    except JevperError as error:
+        if isinstance(error, ProviderError) and error.kind in ("not_supported", "missing_route"):
+            memory.no_show_route = f"POST {dialects.OLLAMA_SHOW} answered {error.status}: no such route"
         return None
     if not dialects.ollama_decision_model(body):
         return None
@@ -115,7 +125,25 @@ def _unanswered(error: JevperError) -> bool:
 def answer(
     options: Options, state: Json, questions: tuple[tuple[str, Question], ...], memory: Memory
 ) -> Generator[Fetch, Mapping[str, Any], SystemOneResponse | None]:
-    """The call's response from System One, or None when its questions go to the prompt surfaces."""
+    """The call's response from System One, or None when its questions go to the prompt surfaces; a call
+    with ``images`` that would go there is refused instead (no prompt surface carries them)."""
+    answered = yield from _asked(options, state, questions, memory)
+    if answered is None and options.images:
+        note = memory.native_route(options.model)
+        chosen = "the prompt surfaces" if note is None else f"the prompt surfaces ({note.why})"
+        raise no_images(f"api={options.api!r} for {options.model!r}", chosen)
+    return answered
+
+
+def ollama_dialect(options: Options) -> bool:
+    """Whether a call on api="systemone" carries what only Ollama's dialect takes (keep_alive, images),
+    so that dialect's limits are the route's."""
+    return options.keep_alive is not None or bool(options.images)
+
+
+def _asked(
+    options: Options, state: Json, questions: tuple[tuple[str, Question], ...], memory: Memory
+) -> Generator[Fetch, Mapping[str, Any], SystemOneResponse | None]:
     note = memory.native_route(options.model) if options.api == "auto" else None
     if options.api == "auto":
         if not auto_native(options) or note is None or note.value not in (NATIVE, OLLAMA):
@@ -123,17 +151,23 @@ def answer(
         if not within_levels(questions, dialects.OLLAMA if note.value == OLLAMA else dialects.TYPESAFE):
             # A score wider than the server's System One takes: read on the prompt surfaces, which take 26.
             return None
-        native_only(options, f"api='auto' answers {options.model!r} through System One ({note.why})")
+        asked_as = f"api='auto' answers {options.model!r} through System One ({note.why})"
+        native_only(options, asked_as)
+        if options.images and note.value != OLLAMA:
+            raise no_images(asked_as, f"{dialects.TYPESAFE} System One")
+        ollama = note.value == OLLAMA
     elif options.api != systemone.SURFACE:
         return None
-    elif not within_levels(
-        questions, dialects.OLLAMA if options.keep_alive is not None else dialects.TYPESAFE
-    ):
-        # api="systemone": TypeSafe's limits, refused before sending, unless the call carries Ollama's
-        # keep_alive, which only Ollama's dialect (26 levels) takes.
-        for qid, question in questions:
-            system_one_limits(qid, question)
+    else:
+        ollama = ollama_dialect(options)
+        if not within_levels(questions, dialects.OLLAMA if ollama else dialects.TYPESAFE):
+            # api="systemone": TypeSafe's limits, refused before sending, unless the call carries what
+            # only Ollama's dialect (26 levels) takes: keep_alive, images.
+            for qid, question in questions:
+                system_one_limits(qid, question)
     asked, body = request(options, state, questions)
+    if ollama:
+        within_body(body)
     try:
         raw = yield Fetch("POST", systemone.ROUTE, body, options.model, options.timeout)
     except ProviderError as error:
@@ -151,6 +185,19 @@ def answer(
     why = f"one System One request carried all {len(questions)} question(s) of the call"
     route = None if note is None else Route(systemone.SURFACE, note.why)
     return response(options, questions, asked, raw, why, route)
+
+
+def within_body(body: Mapping[str, Any]) -> None:
+    """A body for Ollama's dialect within the route's cap (64 KiB), refused before sending; measured
+    without spaces, the smallest the body can travel."""
+    size = len(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > dialects.OLLAMA_MAX_BODY:
+        raise ClientCapabilityError(
+            f"{dialects.OLLAMA} System One with a body of {size} bytes: expected at most "
+            f"{dialects.OLLAMA_MAX_BODY} (its documented cap), because the route refuses a larger one; send "
+            "smaller images (fewer, or scaled down) or a shorter state, or split the questions",
+            loc=("images",) if "images" in body else (),
+        )
 
 
 def within_levels(questions: tuple[tuple[str, Question], ...], dialect: str) -> bool:
@@ -190,12 +237,15 @@ def response(
 
 
 def carried(options: Options) -> dict[str, Any]:
-    """The options System One's body carries when set: the temperature, and Ollama's keep_alive."""
+    """The options System One's body carries when set: the temperature, and Ollama's keep_alive and
+    images."""
     fields: dict[str, Any] = {}
     if options.temperature is not None:
         fields["temperature"] = options.temperature
     if options.keep_alive is not None:
         fields["keep_alive"] = options.keep_alive
+    if options.images:
+        fields["images"] = list(options.images)
     return fields
 
 

@@ -7,6 +7,7 @@ the constructor may).
 
 from __future__ import annotations
 
+import base64
 import math
 import os
 import re
@@ -41,6 +42,7 @@ class Overrides(TypedDict, total=False):
     option_orders: int | None
     temperature: float | None
     keep_alive: str | int | None  # System One: how long the server keeps the model loaded (Ollama)
+    images: Sequence[bytes | str] | None  # System One, Ollama's dialect: images every question sees
     extras: Sequence[str] | None
 
 
@@ -98,6 +100,8 @@ class Options:
     native: bool = False
     #: System One only: how long the server keeps the model loaded (Ollama's keep_alive)
     keep_alive: str | int | None = None
+    #: System One only, Ollama's dialect: PNG, JPEG or WebP images all questions see, as base64 text
+    images: tuple[str, ...] = ()
     #: The native route's extra answer fields (another server's idea; no route of ours carries one)
     extras: tuple[str, ...] = ()
     #: An SQLite file of answers (``jevper._cache``): a call asked before is answered from it, no request
@@ -138,6 +142,7 @@ class Options:
             else bool(self.noul_requires_question),
             "native": bool(self.native),
             "keep_alive": checked_keep_alive(self.keep_alive),
+            "images": checked_images(self.images),
             "extras": checked_extras(self.extras),
             "cache": _cache.checked_path(self.cache),
             "cache_mode": _cache.checked_mode(self.cache_mode),
@@ -164,6 +169,8 @@ class Options:
             native_only(self)
         elif self.api == decisions.SURFACE:
             native_only(self, f"api={decisions.SURFACE!r}", "OpenAI's Decisions API")
+            if self.images:
+                raise no_images(f"api={decisions.SURFACE!r}", "POST /v1/decisions", DECISIONS_IMAGES)
 
     @classmethod
     def of(cls, model: str, options: ClientOptions) -> Options:
@@ -215,8 +222,10 @@ def native_only(
 
 
 def prompt_only(options: Options) -> None:
-    """What a prompt surface cannot carry is refused: ``keep_alive`` (System One's, Ollama's; its
-    OpenAI-style routes ignore it)."""
+    """What a prompt surface cannot carry is refused: ``keep_alive`` and ``images`` (System One's, in
+    Ollama's dialect; its OpenAI-style routes ignore the one, and no prompt of ours carries the other)."""
+    if options.images:
+        raise no_images(f"api={options.api!r}", "a prompt surface")
     if options.keep_alive is not None:
         raise ClientCapabilityError(
             f"api={options.api!r} with keep_alive={options.keep_alive!r}: expected none, because only the "
@@ -403,6 +412,74 @@ def checked_keep_alive(value: object) -> str | int | None:
     raise InvalidQuestionError(
         "keep_alive: expected a duration ('5m', '1h') or a number of seconds (-1: keep loaded), "
         f"got {value!r}"
+    )
+
+
+#: What an image's first bytes are in each format Ollama's System One reads (docs.ollama.com/api/systemone).
+_IMAGE_FORMATS = (("PNG", b"\x89PNG\r\n\x1a\n", 0), ("JPEG", b"\xff\xd8\xff", 0), ("WebP", b"WEBP", 8))
+
+
+def checked_images(value: object) -> tuple[str, ...]:
+    """The images as the base64 text Ollama's System One takes: bytes are encoded, text must be base64
+    already; each a PNG, JPEG or WebP image (its first bytes say which). A URL is refused: the route
+    takes none."""
+    if value is None:
+        return ()
+    if not isinstance(value, Sequence) or isinstance(value, str | bytes | bytearray):
+        raise InvalidQuestionError(
+            f"images: expected a list of images (each the file's bytes, or its base64 text), got "
+            f"{type(value).__name__}; wrap one image in a list",
+            loc=("images",),
+        )
+    return tuple(_image(i, image) for i, image in enumerate(value))
+
+
+def _image(index: int, image: object) -> str:
+    at = f"images[{index}]"
+    if isinstance(image, bytes | bytearray):
+        raw = bytes(image)
+        text = base64.b64encode(raw).decode("ascii")
+    elif isinstance(image, str):
+        if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:", image):
+            raise InvalidQuestionError(
+                f"{at}: expected the image itself (its bytes, or base64 text), got a URL "
+                f"({image[:40]!r}); Ollama's System One refuses URLs: read the file and pass its bytes",
+                loc=("images", index),
+            )
+        text = "".join(image.split())
+        try:
+            raw = base64.b64decode(text, validate=True)
+        except ValueError:
+            raise InvalidQuestionError(
+                f"{at}: expected base64 text (or the image's bytes), got text that is not base64; pass "
+                "the file's bytes and jevper encodes them",
+                loc=("images", index),
+            ) from None
+    else:
+        raise InvalidQuestionError(
+            f"{at}: expected the image's bytes or its base64 text, got {type(image).__name__}",
+            loc=("images", index),
+        )
+    if not any(raw[offset : offset + len(magic)] == magic for _, magic, offset in _IMAGE_FORMATS):
+        raise InvalidQuestionError(
+            f"{at}: expected a {', '.join(name for name, _, _ in _IMAGE_FORMATS)} image, got "
+            f"{len(raw)} bytes starting {raw[:8]!r}; convert it to one of those",
+            loc=("images", index),
+        )
+    return text
+
+
+#: Where an image goes in a Decisions request instead of ``images=``.
+DECISIONS_IMAGES = "give the image as an input_image part of input"
+
+
+def no_images(asked: str, route: str, instead: str | None = None) -> ClientCapabilityError:
+    """``images`` on a route that cannot carry them: only Ollama's dialect of POST /v1/systemone does."""
+    instead = instead or f"ask an Ollama decision model with api={systemone.SURFACE!r}"
+    return ClientCapabilityError(
+        f"{asked} with images=: expected none, because {route} cannot carry images (only Ollama's dialect "
+        f"of POST /v1/systemone does); drop images=, or {instead}",
+        loc=("images",),
     )
 
 

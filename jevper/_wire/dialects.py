@@ -25,12 +25,12 @@ MAX_LEVELS: Final[Mapping[str, int]] = {TYPESAFE: 10, SYSTEM_ONE: 10, SGLANG: 10
 #: The options a choice may have on SGLang's /v1/decisions and Ollama's /v1/systemone.
 SGLANG_OPTIONS: Final = (2, 26)
 OLLAMA_OPTIONS: Final = (2, 26)
-#: Ollama's model information route and the capability that marks a decision model there.
+#: The largest body Ollama's /v1/systemone reads, in bytes (docs.ollama.com/api/systemone: 64 KiB).
+OLLAMA_MAX_BODY: Final = 64 * 1024
+#: Ollama's model information route and the capability that marks a decision model there, the one place
+#: Ollama documents it (docs.ollama.com/api/systemone; no source shows its GET /v1/models marking one).
 OLLAMA_SHOW: Final = "/api/show"
 OLLAMA_CAPABILITY: Final = "decision"
-#: Whom Ollama's GET /v1/models says owns each model it lists: the one sign there that the server is
-#: Ollama, so only such a server is asked /api/show (every other one would spend a request on a 404).
-OLLAMA_OWNER: Final = "library"
 _SGLANG_TYPES: Final = {"predicate": "yes_no", "choice": "choice", "score": "score"}
 
 
@@ -148,15 +148,6 @@ def _openai(question: Mapping[str, Any], answer: Mapping[str, Any] | None) -> An
             {"value": i, "label": label, "probability": shares.get(label)} for i, label in enumerate(labels)
         ],
     }
-
-
-def ollama_listed(body: object, model: str) -> bool:
-    """Does GET /models' body list ``model`` as Ollama lists its models (owned by ``OLLAMA_OWNER``)?"""
-    data = body.get("data") if is_mapping(body) else None
-    return isinstance(data, list) and any(
-        is_mapping(entry) and entry.get("id") == model and entry.get("owned_by") == OLLAMA_OWNER
-        for entry in data
-    )
 
 
 def ollama_decision_model(body: object) -> bool:

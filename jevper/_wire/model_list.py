@@ -21,6 +21,11 @@ class Listing:
 
     decisions: bool
     why: str
+    #: The list names the model, and whether it says the model's outputs (llama.cpp's
+    #: ``architecture.output_modalities``), so that the list alone decides; named without them, another
+    #: route may (Ollama's POST /api/show).
+    listed: bool = False
+    says_outputs: bool = False
 
 
 def decision_model(body: object, model: str) -> Listing:
@@ -38,17 +43,26 @@ def decision_model(body: object, model: str) -> Listing:
         return Listing(
             False,
             f"GET /models lists {model!r} without an architecture (a server from before decision models)",
+            listed=True,
         )
     outputs = architecture.get("output_modalities") if isinstance(architecture, Mapping) else None
     if not isinstance(outputs, list):
-        return Listing(False, f"GET /models lists {model!r} without architecture.output_modalities")
+        return Listing(
+            False, f"GET /models lists {model!r} without architecture.output_modalities", listed=True
+        )
     shown = [o for o in outputs if isinstance(o, str)][:8]
     if DECISIONS in outputs:
         return Listing(
-            True, f"GET /models lists {model!r} with output_modalities {shown!r}: a decision model"
+            True,
+            f"GET /models lists {model!r} with output_modalities {shown!r}: a decision model",
+            listed=True,
+            says_outputs=True,
         )
     return Listing(
-        False, f"GET /models lists {model!r} with output_modalities {shown!r}: not a decision model"
+        False,
+        f"GET /models lists {model!r} with output_modalities {shown!r}: not a decision model",
+        listed=True,
+        says_outputs=True,
     )
 
 

@@ -18,11 +18,11 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from jevper import AsyncSystemOneClient, ConfigError, InvalidQuestionError, __version__
+from jevper import AsyncSystemOneClient, ConfigError, Escalation, InvalidQuestionError, __version__
 from jevper._http import HTTPClient, check_api_key
 from jevper._upstreams import Upstream, Upstreams, blame
-from jevper.batch._schema import RESERVED, Row, result_columns, result_fields
-from jevper.calibration import Calibration, loaded
+from jevper.batch._schema import ESCALATION_COLUMN, RESERVED, Row, result_columns, result_fields
+from jevper.calibration import Calibration, loaded, threshold_for
 from jevper.models import APIS, METHODS, sdk_for
 from jevper.questions import Question, as_question
 
@@ -101,6 +101,11 @@ class BatchClassifier:
     ``cache_mode`` (read-write, read, write, off) are the clients' answer cache: a row asked before is
     answered from it without a request (``cache_hits`` counts them). Each distinct state is asked once
     per run, on every engine: the rows that carry it again get its answers (``duplicates`` counts them).
+    ``escalate`` (a ``jevper.Escalation`` whose ``to`` is a ``Server`` or its mapping, and whose
+    ``calibration`` is that server's) asks the questions whose calibrated top probability is below its
+    ``below`` again of that server; the output's ``escalation`` column holds each question's route and
+    both answers (``escalated`` counts the questions asked again, ``escalation_failures`` those the
+    second server failed, whose first answers stand).
     """
 
     def __init__(
@@ -122,6 +127,7 @@ class BatchClassifier:
         option_orders: int = 1,
         cache: str | os.PathLike[str] | None = None,
         cache_mode: str = "read-write",
+        escalate: Escalation | Mapping[str, Any] | None = None,
     ) -> None:
         self.questions = as_questions(questions)
         self._asked = dict(self.questions)
@@ -157,20 +163,29 @@ class BatchClassifier:
             self.client_options["option_orders"] = option_orders
         if cache is not None:
             self.client_options.update(cache=os.fspath(cache), cache_mode=cache_mode)
+        given = dict(self.client_options)
         if calibration is not None:
-            fit = loaded(calibration)
-            self.client_options["calibration"] = fit
-            # "auto" could read an answer otherwise than the calibration was fit for (grammar where it was
-            # fit on logprobs), and every such row would fail: ask as it was fit instead.
-            if api == "auto" and fit.bound_to.surface in APIS:
-                self.client_options["api"] = fit.bound_to.surface
-            if method == "auto" and fit.bound_to.method in METHODS:
-                self.client_options["method"] = fit.bound_to.method
+            self.client_options = calibrated_options(given, loaded(calibration))
+        self.escalation = escalation_of(escalate)
+        #: The escalation server's client options: the same as the first's, with its own calibration.
+        self.escalation_options: dict[str, Any] = {}
+        if self.escalation is not None:
+            target = self.escalation.calibration
+            self.escalation_options = given if target is None else calibrated_options(given, loaded(target))
+            if ESCALATION_COLUMN in self._asked:
+                raise InvalidQuestionError(
+                    f"questions[{ESCALATION_COLUMN!r}]: expected a question id other than "
+                    f"{ESCALATION_COLUMN!r}, which names the output's column of the routes when escalating; "
+                    "rename the question"
+                )
         self.answered: dict[str, set[tuple[str, str]]] = {qid: set() for qid, _ in self.questions}
         #: Rows answered from the cache, and rows whose state an earlier row of the run carried (answered
         #: with that row's answer, not asked), in this process.
         self.cache_hits = 0
         self.duplicates = 0
+        #: Questions asked again of the escalation server, and those it failed (their first answers kept).
+        self.escalated = 0
+        self.escalation_failures = 0
         # Each distinct state of the run: its row once answered, or the ask in flight (on _once_loop).
         self._once: dict[str, Row | asyncio.Future[Row]] = {}
         self._once_loop: asyncio.AbstractEventLoop | None = None
@@ -178,8 +193,22 @@ class BatchClassifier:
         for server in self.servers:
             AsyncSystemOneClient(object(), model=server.model, **self.client_options)
             check_api_key(server.base_url, server.api_key)
+        if self.escalation is not None:
+            target = self.escalation.to
+            second = AsyncSystemOneClient(object(), model=target.model, **self.escalation_options)
+            check_api_key(target.base_url, target.api_key)
+            # "auto" needs the first calibration, with a threshold for every question (None: all escalate).
+            escalating = Escalation(second, self.escalation.below)
+            AsyncSystemOneClient(
+                object(), model=self.servers[0].model, **self.client_options, escalate=escalating
+            )
+            if self.escalation.below == "auto":
+                for qid, _ in self.questions:
+                    threshold_for(self.client_options["calibration"], qid)
         self._pool: Upstreams | None = None
         self._sdks: list[Any] = []  # each server's HTTP client, by pool: what ``requests_sent`` adds up
+        self._second: AsyncSystemOneClient | None = None  # the escalation server's, on _pool_loop
+        self._second_sdks: list[Any] = []
         self._pool_loop: asyncio.AbstractEventLoop | None = None
         self._runner: _LoopThread | None = None
         self._closing: asyncio.Task[None] | None = None
@@ -189,7 +218,15 @@ class BatchClassifier:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state.update(
-            _pool=None, _pool_loop=None, _runner=None, _closing=None, _sdks=[], _once={}, _once_loop=None
+            _pool=None,
+            _pool_loop=None,
+            _runner=None,
+            _closing=None,
+            _sdks=[],
+            _once={},
+            _once_loop=None,
+            _second=None,
+            _second_sdks=[],
         )
         return state
 
@@ -208,7 +245,7 @@ class BatchClassifier:
         """The schema of what ``classify`` returns for a batch of ``input_schema``."""
         kept = self.kept(input_schema)
         fields = [input_schema.field(self.id_column), *(input_schema.field(n) for n in kept)]
-        return pa.schema([*fields, *result_fields(self.questions)])
+        return pa.schema([*fields, *result_fields(self.questions, self.escalation is not None)])
 
     def _check_columns(self, schema: pa.Schema) -> None:
         names = schema.names
@@ -227,7 +264,8 @@ class BatchClassifier:
             kept = set(self.keep_columns)
         else:
             kept = set(names) if self.keep_columns else set()
-        clash = sorted(kept & ({qid for qid, _ in self.questions} | set(RESERVED)))
+        reserved = {*RESERVED, *([ESCALATION_COLUMN] if self.escalation is not None else [])}
+        clash = sorted(kept & ({qid for qid, _ in self.questions} | reserved))
         if clash:
             raise ConfigError(
                 f"keep_columns: expected kept columns to differ from the output's own columns (the question "
@@ -289,7 +327,8 @@ class BatchClassifier:
             raise
         done = [row for row in rows if row is not None]
         kept = [valid_text(batch.column(name)) for name in self.kept(batch.schema)]
-        columns = [batch.column(self.id_column), *kept, *result_columns(self.questions, done)]
+        escalating = self.escalation is not None
+        columns = [batch.column(self.id_column), *kept, *result_columns(self.questions, done, escalating)]
         return pa.RecordBatch.from_arrays(columns, schema=schema)
 
     async def ask_once(self, pool: Upstreams, state: Any) -> Row:
@@ -307,7 +346,7 @@ class BatchClassifier:
             first = known if isinstance(known, Row) else await asyncio.shield(known)
             if first.error is not None:
                 return first
-            return Row(first.answers, 0, 0)
+            return Row(first.answers, 0, 0, escalation=first.escalation)
         asking: asyncio.Future[Row] = loop.create_future()
         self._once[key] = asking
         try:
@@ -344,12 +383,21 @@ class BatchClassifier:
         if answered.debug.get("cache", {}).get("hit"):
             self.cache_hits += 1
         body = answered.to_api()
-        return Row(body["answers"], answered.usage.input_tokens, answered.usage.output_tokens)
+        routes = answered.debug.get("escalation", {}).get("questions")
+        if routes is not None:
+            asked_again = [route for route in routes.values() if route["escalated"]]
+            self.escalated += len(asked_again)
+            self.escalation_failures += sum(route["failure"] is not None for route in asked_again)
+        usage = answered.usage
+        return Row(body["answers"], usage.input_tokens, usage.output_tokens, escalation=routes)
 
     def _upstreams(self) -> Upstreams:
         loop = asyncio.get_running_loop()
         if self._pool is None or self._pool_loop is not loop:
             # A pool per event loop: an SDK's connections belong to the loop that opened them.
+            if self.escalation is not None:
+                target = self.escalation.to
+                self._second = self._client(target, self.escalation_options, self._second_sdks)
             self._pool = Upstreams(
                 self.servers,
                 self._connect,
@@ -361,8 +409,14 @@ class BatchClassifier:
 
     @property
     def requests_sent(self) -> int:
-        """The HTTP requests this classifier's clients sent, in this process, retries included."""
-        return sum(sdk.sent for sdk in self._sdks)
+        """The HTTP requests this classifier's clients sent, in this process, retries included (the
+        escalation server's too)."""
+        return sum(sdk.sent for sdk in (*self._sdks, *self._second_sdks))
+
+    @property
+    def escalation_requests_sent(self) -> int:
+        """The HTTP requests sent to the escalation server, in this process, retries included."""
+        return sum(sdk.sent for sdk in self._second_sdks)
 
     @property
     def upstreams(self) -> Upstreams | None:
@@ -370,13 +424,19 @@ class BatchClassifier:
         return self._pool
 
     def _connect(self, server: Upstream) -> AsyncSystemOneClient:
+        options = self.client_options
+        if self.escalation is not None and self._second is not None:
+            options = {**options, "escalate": Escalation(self._second, self.escalation.below)}
+        return self._client(server, options, self._sdks)
+
+    def _client(self, server: Upstream, options: Mapping[str, Any], sdks: list[Any]) -> AsyncSystemOneClient:
         sdk: object
-        if sdk_for(self.client_options["api"]) == "anthropic":
+        if sdk_for(options["api"]) == "anthropic":
             from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
 
             root = server.base_url.removesuffix("/v1")
             counted = _Sent()
-            self._sdks.append(counted)
+            sdks.append(counted)
             sdk = AsyncAnthropic(
                 base_url=root,
                 api_key=server.api_key or "none",
@@ -386,16 +446,21 @@ class BatchClassifier:
         else:
             # Not the openai SDK: its work per request bounded a batch's rate (jevper._http).
             sdk = HTTPClient(server.base_url, server.api_key, user_agent=f"jevper/{__version__}")
-            self._sdks.append(sdk)
+            sdks.append(sdk)
         # No retries by the SDK: a failed call moves to another server instead (Upstreams.ask).
-        return AsyncSystemOneClient(
-            sdk, model=server.model, max_concurrency=server.slots, **self.client_options
-        )
+        return AsyncSystemOneClient(sdk, model=server.model, max_concurrency=server.slots, **options)
 
     async def aclose(self) -> None:
         if self._pool is not None:
             await self._pool.aclose()
             self._pool = None
+        if self._second is not None:
+            closing = getattr(self._second._client, "close", None)
+            self._second = None
+            if callable(closing):
+                done = closing()
+                if asyncio.iscoroutine(done):
+                    await done
 
     def close(self) -> None:
         """Close the servers' connections from outside their event loop: the classifier's own loop
@@ -417,6 +482,42 @@ class BatchClassifier:
         else:
             asyncio.run_coroutine_threadsafe(self.aclose(), loop).result(CLOSE_TIMEOUT_S)
         self._pool = None
+
+
+def calibrated_options(options: Mapping[str, Any], fit: Calibration) -> dict[str, Any]:
+    """The client options with ``fit`` applied to every answer; "auto" could read an answer otherwise than
+    the calibration was fit for (grammar where it was fit on logprobs), and every such row would fail:
+    the surface and method left "auto" are those it was fit on."""
+    chosen = {**options, "calibration": fit}
+    if options["api"] == "auto" and fit.bound_to.surface in APIS:
+        chosen["api"] = fit.bound_to.surface
+    if options["method"] == "auto" and fit.bound_to.method in METHODS:
+        chosen["method"] = fit.bound_to.method
+    return chosen
+
+
+def escalation_of(given: Escalation | Mapping[str, Any] | None) -> Escalation | None:
+    """``escalate=`` checked: an ``Escalation`` (or its mapping) whose ``to`` is a server."""
+    if given is None:
+        return None
+    if isinstance(given, Mapping):
+        names = sorted(given)
+        try:
+            given = Escalation(**given)
+        except TypeError:
+            raise ConfigError(
+                f"escalate: expected to, below and optionally calibration, got {names}"
+            ) from None
+    if not isinstance(given, Escalation):
+        raise ConfigError(
+            f"escalate: expected a jevper.Escalation(to=Server(...), below=...), got {type(given).__name__}"
+        )
+    if not isinstance(given.to, Upstream | Mapping):
+        raise ConfigError(
+            f"escalate: expected to= a Server (or a mapping with base_url and model) on BatchClassifier, got "
+            f"{type(given.to).__name__}; the batch makes the server's client itself"
+        )
+    return Escalation(as_server(given.to), given.below, given.calibration)
 
 
 def _json_key(state: Any) -> str:

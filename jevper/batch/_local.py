@@ -103,6 +103,22 @@ def asked(classifier: BatchClassifier) -> dict[str, Any]:
         **({"option_orders": options["option_orders"]} if "option_orders" in options else {}),
         # A calibrated run names its calibration's digest (an uncalibrated one names none).
         **({"calibration": calibration.digest()} if isinstance(calibration, Calibration) else {}),
+        # An escalating run names the second model, its threshold and calibration (a resume mixing in
+        # another would give two kinds of answers to one column).
+        **({"escalation": escalated(classifier)} if classifier.escalation is not None else {}),
+    }
+
+
+def escalated(classifier: BatchClassifier) -> dict[str, Any]:
+    escalation = classifier.escalation
+    assert escalation is not None
+    fit = classifier.escalation_options.get("calibration")
+    return {
+        "model": escalation.to.model,
+        "below": escalation.below,
+        "api": classifier.escalation_options["api"],
+        "method": classifier.escalation_options["method"],
+        "calibration": fit.digest() if isinstance(fit, Calibration) else None,
     }
 
 

@@ -1,7 +1,11 @@
-"""The output's columns: the id, the kept input columns, one struct per question, ``error``, ``usage``.
+"""The output's columns: the id, the kept input columns, one struct per question, ``error``, ``usage``,
+and with escalation ``escalation``.
 
 A question's struct is its System One answer (``ChoiceAnswer.to_api()`` and its siblings), with
-``probabilities`` and ``legend`` as maps; a row that failed has null there and its ``error`` set.
+``probabilities`` and ``legend`` as maps; a row that failed has null there and its ``error`` set. With
+escalation, the question's column holds the answer given (the second server's where it answered) and
+``escalation`` holds, per question, its route (``jevper._escalate.Routed``): who answered, the first
+answer's top probability and the threshold, both answers, and the second server's failure.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from jevper.questions import Choice, Noul, Question, Score
 ERROR_COLUMN = "error"
 USAGE_COLUMN = "usage"
 RESERVED = (ERROR_COLUMN, USAGE_COLUMN)
+#: The column of each question's route, in an output whose run escalated.
+ESCALATION_COLUMN = "escalation"
 
 _PROBABILITIES = pa.map_(pa.string(), pa.float64())
 ANSWER_TYPES: dict[type, pa.StructType] = {
@@ -54,36 +60,64 @@ class Row:
     error: tuple[str, str] | None = None  # (the jevper error's type, its message)
     #: the error was the servers' (none answered in time), not the row's own: worth asking again later
     server_failed: bool = False
+    #: with escalation: each question's route (``jevper._escalate.Routed.to_dict()``)
+    escalation: Mapping[str, Mapping[str, Any]] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        value = {
             "answers": self.answers,
             "usage": [self.input_tokens, self.output_tokens],
             "error": list(self.error) if self.error else None,
         }
+        return value if self.escalation is None else {**value, "escalation": self.escalation}
 
     @classmethod
     def of_json(cls, value: Mapping[str, Any]) -> Row:
         usage = value.get("usage") or [None, None]
         error = value.get("error")
-        return cls(value.get("answers"), usage[0], usage[1], (error[0], error[1]) if error else None)
+        errors = (error[0], error[1]) if error else None
+        return cls(value.get("answers"), usage[0], usage[1], errors, escalation=value.get("escalation"))
 
 
 def answer_fields(questions: Sequence[tuple[str, Question]]) -> list[pa.Field]:
     return [pa.field(qid, ANSWER_TYPES[type(q)]) for qid, q in questions]
 
 
-def result_fields(questions: Sequence[tuple[str, Question]]) -> list[pa.Field]:
-    """The columns every output has after the id and the kept columns."""
+def route_type(question: Question) -> pa.StructType:
+    """One question's route in the ``escalation`` column: who answered and why, and both answers."""
+    answer = ANSWER_TYPES[type(question)]
+    return pa.struct(
+        [
+            ("answered_by", pa.string()),
+            ("escalated", pa.bool_()),
+            ("confidence", pa.float64()),
+            ("below", pa.float64()),
+            ("first", answer),
+            ("second", answer),
+            ("failure", ERROR_TYPE),
+        ]
+    )
+
+
+def escalation_type(questions: Sequence[tuple[str, Question]]) -> pa.StructType:
+    return pa.struct([(qid, route_type(q)) for qid, q in questions])
+
+
+def result_fields(questions: Sequence[tuple[str, Question]], escalating: bool = False) -> list[pa.Field]:
+    """The columns every output has after the id and the kept columns (and ``escalation`` when the run
+    escalates)."""
     return [
         *answer_fields(questions),
         pa.field(ERROR_COLUMN, ERROR_TYPE),
         pa.field(USAGE_COLUMN, USAGE_TYPE),
+        *([pa.field(ESCALATION_COLUMN, escalation_type(questions))] if escalating else []),
     ]
 
 
-def result_columns(questions: Sequence[tuple[str, Question]], rows: Sequence[Row]) -> list[pa.Array]:
-    """The answer, error and usage columns of ``rows``, in ``result_fields`` order."""
+def result_columns(
+    questions: Sequence[tuple[str, Question]], rows: Sequence[Row], escalating: bool = False
+) -> list[pa.Array]:
+    """The answer, error and usage columns of ``rows`` (and their routes), in ``result_fields`` order."""
     columns: list[pa.Array] = []
     for qid, question in questions:
         values = [_cell(row.answers.get(qid)) if row.answers else None for row in rows]
@@ -97,7 +131,23 @@ def result_columns(questions: Sequence[tuple[str, Question]], rows: Sequence[Row
         for r in rows
     ]
     columns.append(pa.array(usage, type=USAGE_TYPE))
+    if escalating:
+        routes = [_routes(questions, row.escalation) for row in rows]
+        columns.append(pa.array(routes, type=escalation_type(questions)))
     return columns
+
+
+def _routes(
+    questions: Sequence[tuple[str, Question]], routes: Mapping[str, Mapping[str, Any]] | None
+) -> dict[str, Any] | None:
+    if routes is None:
+        return None
+    return {
+        qid: None
+        if qid not in routes
+        else {**routes[qid], "first": _cell(routes[qid]["first"]), "second": _cell(routes[qid]["second"])}
+        for qid, _ in questions
+    }
 
 
 def _cell(answer: Mapping[str, Any] | None) -> Mapping[str, Any] | None:

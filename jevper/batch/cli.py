@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from jevper import ConfigError, InvalidQuestionError
+from jevper import ConfigError, Escalation, InvalidQuestionError
 from jevper.batch._core import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,
@@ -40,8 +40,10 @@ from jevper.servers.flags import (
     API_KEY_HELP,
     HelpFormatter,
     Renamed,
+    add_escalation_arguments,
     add_option_orders_argument,
     api_key,
+    check_escalation,
     json_object,
     renamed,
     url_and_model,
@@ -210,6 +212,7 @@ def parser() -> argparse.ArgumentParser:
         "below each question's guaranteed threshold in --calibration, per label where it has one "
         "(python -m jevper.evaluate --fit --target-accuracy A --risk D) (default: none)",
     )
+    add_escalation_arguments(p)
     return p
 
 
@@ -287,7 +290,10 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     """The options, old spellings read as the new ones (each with a warning on stderr)."""
     beside_slots = any(arg.partition("=")[0] == "--slots" for arg in argv)
     argv = ["--dry-run=time" if arg == "--dry-run" else arg for arg in argv]  # a bare flag times the run
-    return parser().parse_args(renamed(PROG, argv, RENAMED_BESIDE_SLOTS if beside_slots else RENAMED))
+    parsing = parser()
+    args = parsing.parse_args(renamed(PROG, argv, RENAMED_BESIDE_SLOTS if beside_slots else RENAMED))
+    check_escalation(parsing, args)
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -346,6 +352,7 @@ def _main(args: argparse.Namespace) -> int:
                 option_orders=args.option_orders,
                 cache=args.cache,
                 cache_mode=args.cache_mode,
+                escalate=_escalation(args),
             )
             classifier.output_schema(checked.schema)
             _calibrated(args, classifier, spawned)
@@ -368,6 +375,15 @@ def _main(args: argparse.Namespace) -> int:
     except SpawnError as failed:
         print(f"{PROG}: --spawn: {failed}", file=sys.stderr)
         return 3
+
+
+def _escalation(args: argparse.Namespace) -> Escalation | None:
+    """--escalate-to's server (the first servers' key), its threshold and calibration."""
+    if args.escalate_to is None:
+        return None
+    url, model = args.escalate_to
+    server = Server(url, model, args.escalate_concurrency, api_key=api_key(args.api_key))
+    return Escalation(server, args.escalate_below, args.escalate_calibration)
 
 
 def _calibrated(args: argparse.Namespace, classifier: BatchClassifier, spawned: SpawnedServer | None) -> None:
@@ -406,6 +422,7 @@ def _on_engine(args: argparse.Namespace, asked: dict[str, Any], classifier: Batc
         "keep_columns": args.keep_columns,
         "concurrency": args.limit_concurrency,
         **classifier.client_options,
+        "escalate": classifier.escalation,
         "max_retries": args.max_retries,
         "patience": args.patience,
     }
@@ -454,6 +471,7 @@ async def _run(
     _end(bar)
     print(summary_line(tally, rows), flush=True)
     _spared(args, classifier)
+    _escalated(classifier)
     return 0 if not tally.errors else 1
 
 
@@ -481,6 +499,19 @@ def _spared(args: argparse.Namespace, classifier: BatchClassifier) -> None:
     )
     print(
         f"jevper.batch: {classifier.duplicates} duplicate rows answered as their first; {cached}", flush=True
+    )
+
+
+def _escalated(classifier: BatchClassifier) -> None:
+    """The summary's line of the questions asked again of the --escalate-to server."""
+    escalation = classifier.escalation
+    if escalation is None:
+        return
+    print(
+        f"{PROG}: {classifier.escalated} questions asked again of {escalation.to.model} at "
+        f"{escalation.to.shown} (below {escalation.below}), {classifier.escalation_requests_sent} requests; "
+        f"{classifier.escalation_failures} failed there, their first answers kept",
+        flush=True,
     )
 
 

@@ -31,7 +31,7 @@ from jevper._errors import (
 )
 from jevper._failure import server_failure
 from jevper._memory import PROMPT, Memory
-from jevper._options import Options, Overrides
+from jevper._options import DECISIONS_IMAGES, Options, Overrides, no_images
 from jevper._orders import folded
 from jevper._prompt import state_turns
 from jevper._routes import Fetch
@@ -342,6 +342,8 @@ def create(
         safety_identifier,
     )
     call = plan(options, given, instructions, overrides)
+    if call.options.images:
+        raise no_images("decisions.create", "OpenAI's Decisions request", DECISIONS_IMAGES)
     if asks_natively(call.options, memory):
         answered = yield from native(call, memory)
         if answered is not None:

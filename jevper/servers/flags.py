@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -120,3 +122,83 @@ def renamed(prog: str, argv: Sequence[str], renames: Sequence[Renamed]) -> list[
         )
         out.append(f"{rename.new}{equals}{value}")
     return out
+
+
+#: What ``--escalate-below`` takes besides a number: each question's guaranteed threshold in --calibration.
+ESCALATE_AUTO = "auto"
+
+
+def escalate_to(text: str) -> tuple[str, str]:
+    """``--escalate-to URL=MODEL``: the stronger server's base URL and the model it serves, both needed
+    (the model is another than --model's, so it is never taken from there)."""
+    url, model = url_and_model(text)
+    if model is None or not url.startswith(("http://", "https://")):
+        shown = re.sub(r"//[^/@]*@", "//***@", text)  # a URL's credentials are never echoed
+        raise argparse.ArgumentTypeError(
+            "expected URL=MODEL, the stronger server's base URL (http:// or https://, ending in /v1) and "
+            f"the model it serves, split at the first '=' (http://127.0.0.1:8081/v1=qwen-1.5b), got {shown!r}"
+        )
+    return url, model
+
+
+def escalate_below(text: str) -> float | str:
+    """``--escalate-below P``: a top probability in (0, 1], or auto."""
+    if text == ESCALATE_AUTO:
+        return ESCALATE_AUTO
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(
+            f"expected a top probability in (0, 1] or {ESCALATE_AUTO}, got {text!r}"
+        )
+    return value
+
+
+def add_escalation_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--escalate-to URL=MODEL --escalate-below P`` (and the second server's calibration and slots): the
+    questions the first servers are unsure of asked again of a stronger one (jevper._escalate)."""
+    parser.add_argument(
+        "--escalate-to",
+        type=escalate_to,
+        metavar="URL=MODEL",
+        help="a stronger server (base URL ending in /v1, and its model) that the questions whose calibrated "
+        "top probability is below --escalate-below are asked again of; each answer keeps its route and "
+        "both answers, and a question it fails keeps the first answer, its failure noted (default: none)",
+    )
+    parser.add_argument(
+        "--escalate-below",
+        type=escalate_below,
+        metavar="P",
+        help="the threshold of --escalate-to: a top probability in (0, 1] (an answer at or above it is "
+        "kept), or auto: each question's guaranteed threshold in --calibration, per label where it has "
+        "one (python -m jevper.evaluate --fit --target-accuracy A --risk D) (default: none)",
+    )
+    parser.add_argument(
+        "--escalate-calibration",
+        type=Path,
+        metavar="FILE",
+        help="a calibration.json fit for the --escalate-to server's answers, applied to them (--calibration "
+        "applies to the first servers' only) (default: none)",
+    )
+    parser.add_argument(
+        "--escalate-concurrency",
+        type=_at_least_one,
+        default=4,
+        metavar="N",
+        help="requests in flight to the --escalate-to server at once",
+    )
+
+
+def check_escalation(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--escalate-to and --escalate-below come together (and --escalate-calibration only with them); an
+    error otherwise (exit 2, naming what is missing)."""
+    given = [args.escalate_to is not None, args.escalate_below is not None]
+    if any(given) and not all(given):
+        missing = "--escalate-below P" if given[0] else "--escalate-to URL=MODEL"
+        parser.error(
+            f"{missing}: expected with {'--escalate-to' if given[0] else '--escalate-below'}, got none"
+        )
+    if args.escalate_calibration is not None and not all(given):
+        parser.error("--escalate-calibration: expected with --escalate-to and --escalate-below, got neither")

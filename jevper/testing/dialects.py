@@ -19,6 +19,7 @@ say nothing (an error's wording, a field of an answer they do not list), the cho
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import sys
 import threading
@@ -40,8 +41,9 @@ YES = 0.7
 
 class DialectServer:
     """A server speaking `dialect` on its decision route (and listing `model` on GET /v1/models, as owned
-    by `owned_by` when given: Ollama's own listing says "library", which the client looks for before it
-    asks POST /api/show; Ollama's dialect answers /api/show with the "decision" capability)."""
+    by `owned_by` when given, with no architecture: what Ollama's list says is not documented, so the
+    client's discovery must not depend on it). Ollama's dialect answers POST /api/show with the
+    "decision" capability, its one documented sign of a decision model."""
 
     def __init__(self, dialect: Dialect, model: str = "dialect-model", owned_by: str | None = None) -> None:
         if dialect not in DIALECTS:
@@ -132,6 +134,10 @@ def ollama(body: Any, size: int, model: str) -> tuple[int, Any]:
     questions = body.get("questions")
     if not isinstance(questions, Mapping) or not questions:
         return _refusal("questions: expected at least one question")
+    images = body.get("images", [])
+    if not isinstance(images, list) or not all(isinstance(i, str) and _base64(i) for i in images):
+        # Documented: base64 PNG, JPEG or WebP, no URLs; the wording is ours.
+        return _refusal("images: expected a list of base64-encoded images (URLs are not supported)")
     for qid, question in questions.items():
         if not isinstance(question, Mapping) or question.get("type") not in ("choice", "noul", "score"):
             return _refusal(f"questions.{qid}: type must be choice, noul or score")
@@ -144,6 +150,14 @@ def ollama(body: Any, size: int, model: str) -> tuple[int, Any]:
                     f"questions.{qid}: a {question['type']} takes {low} to {high} options or levels"
                 )
     return 200, SystemOneAnswer(body, model).body()
+
+
+def _base64(text: str) -> bool:
+    try:
+        base64.b64decode(text, validate=True)
+    except ValueError:
+        return False
+    return bool(text)
 
 
 @contextlib.contextmanager

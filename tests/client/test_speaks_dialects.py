@@ -1,11 +1,12 @@
 """The client speaks the dialects of the decision routes (../shared/decisions.md, "Dialects"): SGLang's
-own body and System One's shape on POST /v1/decisions, Ollama's System One found through POST /api/show,
-and each route's own limits on a score's levels. The servers are jevper.testing.dialects' transcribed
-ones, and a System One-shaped /v1/decisions of this module's own."""
+own body and System One's shape on POST /v1/decisions, Ollama's System One found through POST /api/show
+(with its images and keep_alive), and each route's own limits on a score's levels. The servers are
+jevper.testing.dialects' transcribed ones, and a System One-shaped /v1/decisions of this module's own."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,11 +17,11 @@ from jevper import (
     AsyncSystemOneClient,
     ClientCapabilityError,
     InvalidQuestionError,
+    Noul,
     ProviderError,
     Score,
     SystemOneClient,
 )
-from jevper._wire.dialects import OLLAMA_OWNER
 from jevper.testing import dialects
 from jevper.testing.loopback import LoopbackServer
 from jevper.testing.systemone import SystemOneAnswer
@@ -59,6 +60,9 @@ LABEL = {
     "usage": {"prompt_tokens": 10, "completion_tokens": 1},
 }
 TWENTY = Score([f"level {i}" for i in range(20)])
+#: The first bytes of a PNG and of a WebP image, which is all the client reads of an image.
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(24)
+WEBP = b"RIFF\x10\x00\x00\x00WEBPVP8 " + bytes(8)
 
 
 class Recorded(dialects.DialectServer):
@@ -87,7 +91,7 @@ def sglang() -> Iterator[Recorded]:
 
 @pytest.fixture
 def ollama() -> Iterator[Recorded]:
-    server = Recorded("ollama", owned_by=OLLAMA_OWNER)
+    server = Recorded("ollama")
     server.start()
     yield server
     server.stop()
@@ -206,13 +210,52 @@ def test_the_async_client_finds_an_ollama_decision_model_too(ollama: Recorded) -
     assert ollama.paths == ["GET /v1/models", "POST /api/show", "POST /v1/systemone"]
 
 
-def test_api_show_is_asked_only_of_a_server_that_lists_its_models_as_ollama_does(sglang: Recorded) -> None:
-    # The SGLang server lists its model without Ollama's owner, and has no System One: the prompt
-    # surfaces answer (here a 404 on each), and /api/show is never asked.
-    with pytest.raises(ProviderError):
-        client(sglang).system_one(state=INPUT, questions={"anger": TWENTY})
-    assert "POST /api/show" not in sglang.paths
-    assert sglang.paths[0] == "GET /v1/models"
+@pytest.mark.parametrize("owned_by", [None, "library", "someone"])
+def test_an_ollama_decision_model_is_found_whatever_its_model_list_says_of_its_owner(
+    owned_by: str | None,
+) -> None:
+    # Ollama documents a decision model in POST /api/show alone; no source says what its model list
+    # says of a model, so the discovery cannot rest on that.
+    server = Recorded("ollama", owned_by=owned_by).start()
+    try:
+        response = client(server).system_one(state=INPUT, questions={"anger": TWENTY})
+    finally:
+        server.stop()
+    assert response.answers["anger"].surface == "systemone"
+    assert server.paths == ["GET /v1/models", "POST /api/show", "POST /v1/systemone"]
+
+
+def test_a_server_without_api_show_is_asked_it_once_not_once_per_model() -> None:
+    # The SGLang server has no /api/show (a 404) and no System One; here it lists two models without
+    # their outputs. The prompt surfaces are asked (a 404 on each), and the second model does not ask
+    # /api/show again.
+    class TwoModels(Recorded):
+        def _route(self, method: str, path: str, body: Any, size: int) -> tuple[int, Any]:
+            if method == "GET" and path.rstrip("/").endswith("/models"):
+                self.requests.append((method, path.rstrip("/"), body))
+                return 200, {"object": "list", "data": [{"id": MODEL}, {"id": "another-model"}]}
+            return super()._route(method, path, body, size)
+
+    server = TwoModels("sglang").start()
+    try:
+        jevper_client = client(server)
+        for model in (MODEL, "another-model"):
+            with pytest.raises(ProviderError):
+                jevper_client.system_one(state=INPUT, questions={"anger": TWENTY}, model=model)
+    finally:
+        server.stop()
+    assert server.paths.count("POST /api/show") == 1
+    assert server.paths.count("GET /v1/models") == 2
+
+
+def test_a_model_list_that_says_a_models_outputs_decides_without_api_show(loopback: Any) -> None:
+    # llama.cpp's list says each model's output_modalities (documented): nothing else is asked.
+    loopback.model_list(200, {"data": [{"id": MODEL, "architecture": {"output_modalities": ["text"]}}]})
+    loopback.reply("/responses", 404, {"error": {"message": "File Not Found", "type": "not_found_error"}})
+    loopback.reply("/chat/completions", 200, LABEL)
+    jevper_client = SystemOneClient(OpenAI(base_url=loopback.url, api_key="k", max_retries=0), model=MODEL)
+    jevper_client.system_one(state=INPUT, questions={"urgent": Noul(instructions="Is it urgent?")})
+    assert [r.path for r in loopback.requests] == ["/responses", "/chat/completions"]
 
 
 def test_typesafes_system_one_refuses_a_score_of_more_than_10_levels_before_sending(ollama: Recorded) -> None:
@@ -297,3 +340,98 @@ def test_auto_remembers_no_dialect_for_a_request_every_body_of_which_is_refused(
     loopback.reply("/chat/completions", 200, LABEL)
     jevper_client.decisions.create(input=INPUT, questions=[QUESTIONS[1]])
     assert [r.path for r in loopback.requests][5:] == ["/decisions", "/chat/completions"]
+
+
+def test_images_travel_on_ollamas_system_one_as_base64_the_calls_own_winning(ollama: Recorded) -> None:
+    jevper_client = client(ollama, images=[PNG])
+    jevper_client.system_one(state=INPUT, questions={"anger": TWENTY})
+    jevper_client.system_one(
+        state=INPUT, questions={"anger": TWENTY}, images=[base64.b64encode(WEBP).decode()]
+    )
+    sent = [body for method, path, body in ollama.requests if path == "/v1/systemone"]
+    assert [body["images"] for body in sent] == [
+        [base64.b64encode(PNG).decode()],
+        [base64.b64encode(WEBP).decode()],
+    ]
+
+
+def test_images_make_api_systemone_speak_ollamas_dialect_and_its_26_levels(ollama: Recorded) -> None:
+    answered = client(ollama, api="systemone").system_one(
+        state=INPUT, questions={"anger": TWENTY}, images=[PNG]
+    )
+    assert len(answered.answers["anger"].probabilities) == 20  # type: ignore[union-attr]
+    assert ollama.paths == ["POST /v1/systemone"]
+
+
+@pytest.mark.parametrize("api", ["chat_completions", "responses", "messages"])
+def test_images_on_a_prompt_surface_are_refused_before_sending_naming_the_route(
+    ollama: Recorded, api: str
+) -> None:
+    with pytest.raises(ClientCapabilityError, match=f"api='{api}' with images=.*a prompt surface") as caught:
+        client(ollama, api=api, images=[PNG])
+    assert caught.value.loc == ("images",)
+    jevper_client = client(ollama, api=api)
+    with pytest.raises(ClientCapabilityError, match="cannot carry images"):
+        jevper_client.system_one(state=INPUT, questions={"anger": TWENTY}, images=[PNG])
+    assert ollama.requests == []
+
+
+def test_images_are_refused_on_the_decisions_routes_before_sending(ollama: Recorded) -> None:
+    with pytest.raises(ClientCapabilityError, match=r"api='decisions' with images=.*input_image part"):
+        client(ollama, api="decisions", images=[PNG])
+    with pytest.raises(ClientCapabilityError, match=r"decisions.create with images=.*input_image part"):
+        client(ollama).decisions.create(input=INPUT, questions=QUESTIONS, images=[PNG])
+    assert ollama.requests == []
+
+
+def test_auto_refuses_images_where_the_model_is_not_ollamas_before_asking_it(sglang: Recorded) -> None:
+    # No System One here: the prompt surfaces would answer, and they carry no images. Only the discovery
+    # was asked.
+    with pytest.raises(
+        ClientCapabilityError, match=r"'auto' for 'dialect-model' with images=.*prompt surfaces"
+    ):
+        client(sglang, images=[PNG]).system_one(state=INPUT, questions={"anger": TWENTY})
+    assert sglang.paths == ["GET /v1/models", "POST /api/show"]
+
+
+def test_auto_refuses_images_for_a_decision_model_of_typesafes_system_one(loopback: Any) -> None:
+    loopback.model_list(200, {"data": [{"id": MODEL, "architecture": {"output_modalities": ["decisions"]}}]})
+    jevper_client = SystemOneClient(
+        OpenAI(base_url=loopback.url, api_key="k", max_retries=0), model=MODEL, images=[PNG]
+    )
+    with pytest.raises(
+        ClientCapabilityError, match=r"through System One .* TypeSafe's System One cannot carry"
+    ):
+        jevper_client.system_one(state=INPUT, questions={"urgent": Noul(instructions="Is it urgent?")})
+    assert loopback.requests == []
+
+
+@pytest.mark.parametrize(
+    ("image", "said"),
+    [
+        ("https://example.com/cat.png", "got a URL"),
+        ("data:image/png;base64,iVBORw0KGgo=", "got a URL"),
+        ("not base64 at all!", "not base64"),
+        (b"GIF89a" + bytes(8), "expected a PNG, JPEG, WebP image"),
+        (7, "got int"),
+    ],
+)
+def test_an_image_ollama_cannot_read_is_refused_when_given(image: Any, said: str) -> None:
+    with pytest.raises(InvalidQuestionError, match=said) as caught:
+        SystemOneClient(OpenAI(base_url="http://127.0.0.1:9/v1", api_key="k"), model=MODEL, images=[image])
+    assert caught.value.loc == ("images", 0)
+
+
+def test_a_body_over_ollamas_64_kib_is_refused_before_sending(ollama: Recorded) -> None:
+    jevper_client = client(ollama, api="systemone")
+    with pytest.raises(ClientCapabilityError, match=r"a body of 8.* bytes: expected at most 65536"):
+        jevper_client.system_one(state=INPUT, questions={"anger": TWENTY}, images=[PNG + bytes(64 * 1024)])
+    assert ollama.requests == []
+
+
+def test_images_are_part_of_the_answer_caches_key(ollama: Recorded, tmp_path: Any) -> None:
+    jevper_client = client(ollama, api="systemone", cache=tmp_path / "answers.sqlite")
+    for image in (PNG, WEBP, PNG):
+        jevper_client.system_one(state=INPUT, questions={"anger": TWENTY}, images=[image])
+    # The third call is the first's again, answered from the cache; the second asked the server.
+    assert ollama.paths == ["POST /v1/systemone"] * 2
