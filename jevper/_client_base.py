@@ -136,6 +136,27 @@ class BaseClient:
         trace = {"hit": False, "file": self._cache.path, "key": asked, "written": written}
         return replace(response, debug={**response.debug, "cache": trace})
 
+    def _looked_up(self, plan: Plan) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """What the cache holds for a call other than ``system_one``'s (``plan``'s parts say which; a
+        Decisions call's), and its trace; None with no cache, a mode that does not read it, or a miss."""
+        if self._cache is None or not self._cache.reads:
+            return None
+        key = _cache.key(self._cache_parts(plan, None))
+        kept = self._cache.get(key)
+        return None if kept is None else (kept, {"hit": True, "file": self._cache.path, "key": key})
+
+    def _stored(self, plan: Plan, entry: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """``entry`` written under ``plan``'s key when the mode writes (None: nothing worth keeping, a
+        refusal's call), and the trace to say with it; None with no cache."""
+        if self._cache is None:
+            return None
+        key = _cache.key(self._cache_parts(plan, None))
+        written = self._cache.writes and entry is not None
+        if written:
+            assert entry is not None
+            self._cache.put({key}, entry)
+        return {"hit": False, "file": self._cache.path, "key": key, "written": written}
+
     def _check_escalation(self, kind: type) -> None:
         """``escalate=`` asks a client of this one's kind again (a blocking one cannot be awaited)."""
         escalation = self._options.escalate

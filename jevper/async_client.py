@@ -258,6 +258,10 @@ class AsyncDecisions:
             return await client._each(step.plan, self._question)
         if isinstance(step, _decisions.AskSystemOne):
             return await client._natively(step.plan)
+        if isinstance(step, _decisions.LookUp):
+            return await client._off_loop(client._looked_up, step.plan)
+        if isinstance(step, _decisions.Keep):
+            return await client._off_loop(client._stored, step.plan, step.entry)
         return await client._fetch(step)
 
     async def _question(

@@ -252,6 +252,10 @@ class Decisions:
             return client._each(step.plan, self._question)
         if isinstance(step, _decisions.AskSystemOne):
             return client._natively(step.plan)
+        if isinstance(step, _decisions.LookUp):
+            return client._looked_up(step.plan)
+        if isinstance(step, _decisions.Keep):
+            return client._stored(step.plan, step.entry)
         return client._fetch(step)
 
     def _question(self, plan: Plan, qid: str, question: Question) -> Answered | _decisions.Refused:

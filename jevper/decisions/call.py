@@ -33,7 +33,7 @@ from jevper._failure import server_failure
 from jevper._memory import PROMPT, Memory
 from jevper._options import DECISIONS_IMAGES, Options, Overrides, no_images
 from jevper._orders import folded
-from jevper._prompt import state_turns
+from jevper._prompt import StateTurns, state_turns
 from jevper._routes import Fetch
 from jevper._trace import QuestionTrace, Route, Trace, each
 from jevper._usage import total
@@ -315,8 +315,51 @@ class AskEach:
     plan: Plan
 
 
+@dataclass(frozen=True)
+class LookUp:
+    """A step of ``create``: the client's answer cache read for ``plan`` (``cache_plan``); the client
+    sends back the entry and its trace, or None (no cache, a mode that does not read it, a miss)."""
+
+    plan: Plan
+
+
+@dataclass(frozen=True)
+class Keep:
+    """A step of ``create``: ``entry`` written to the client's answer cache under ``plan`` (None: a call
+    with a refusal, which is not kept); the client sends back the trace, or None with no cache."""
+
+    plan: Plan
+    entry: dict[str, Any] | None
+
+
 #: What ``create`` asks its client for: a request to the server's own routes, or one of the above.
-Step = Fetch | AskSystemOne | AskEach
+Step = Fetch | AskSystemOne | AskEach | LookUp | Keep
+
+
+def cache_plan(call: DecisionCall) -> Plan:
+    """The call as the answer cache keys it, by the rules of ``system_one``'s calls (the server, the
+    model, the surface and method asked for, the prompt, the settings, the calibration): its questions,
+    and as its state the request's input and questions as sent (their names and values, images
+    included), under a route of their own, so a Decisions call never answers a System One call."""
+    body = call.request.body()
+    questions = tuple((qid(i), q.question) for i, q in enumerate(call.request.questions))
+    given = {"route": wire.SURFACE, "input": body["input"], "questions": body["questions"]}
+    return Plan(call.options, StateTurns((), ()), questions, given)
+
+
+def kept_entry(response: DecisionResponse) -> dict[str, Any] | None:
+    """What the cache keeps of a call: its answers, model and trace; None when a question was refused
+    (a failure, asked again next time, as ``system_one``'s errors are)."""
+    if any(isinstance(answer, DecisionRefusal) for answer in response.answers):
+        return None
+    return {"decision": response.to_api(), "debug": response.debug}
+
+
+def from_kept(kept: Mapping[str, Any], trace: Mapping[str, Any]) -> DecisionResponse:
+    """A kept call's response, at no cost (no request, no tokens), ``trace`` said in ``debug["cache"]``."""
+    response = from_api(kept["decision"])
+    debug = {**kept.get("debug", {}), "cache": dict(trace)}
+    return replace(response, usage=DecisionUsage(), debug=debug)
 
 
 def create(
@@ -344,6 +387,17 @@ def create(
     call = plan(options, given, instructions, overrides)
     if call.options.images:
         raise no_images("decisions.create", "OpenAI's Decisions request", DECISIONS_IMAGES)
+    keyed = cache_plan(call)
+    hit: tuple[dict[str, Any], dict[str, Any]] | None = yield LookUp(keyed)
+    if hit is not None:
+        return from_kept(*hit)
+    answered = yield from _answered(call, memory)
+    trace: dict[str, Any] | None = yield Keep(keyed, kept_entry(answered))
+    return answered if trace is None else replace(answered, debug={**answered.debug, "cache": trace})
+
+
+def _answered(call: DecisionCall, memory: Memory) -> Generator[Step, Any, DecisionResponse]:
+    """The call asked: the server's own route, System One or the prompt surfaces."""
     if asks_natively(call.options, memory):
         answered = yield from native(call, memory)
         if answered is not None:
