@@ -21,6 +21,7 @@ import hmac
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote
 
@@ -457,11 +458,11 @@ class Gateway:
             )
         sent = asked.body()
 
-        async def on(client: AsyncSystemOneClient) -> DecisionResponse:
+        async def on(client: AsyncSystemOneClient, model: str | None = None) -> DecisionResponse:
             return await client.decisions.create(
                 input=sent["input"],
                 questions=sent["questions"],
-                model=self._models[id(client)],
+                model=self._models[id(client)] if model is None else model,
                 prompt_cache_options=asked.prompt_cache_options,
                 safety_identifier=asked.safety_identifier,
                 prompt_cache_key=asked.prompt_cache_key,
@@ -472,7 +473,13 @@ class Gateway:
             return answered
         self.metrics.decided(answered)
         self.metrics.looked_up("/v1/decisions", answered.debug)
-        return JSONResponse(answered.to_api(), headers=calibrated_header(answered))
+        # Offered as a System One request is, the shadow asking its own model.
+        background = (
+            BackgroundTask(self.shadow.offer, "/v1/decisions", partial(on, model=self.shadow.model), answered)
+            if self.shadow is not None
+            else None
+        )
+        return JSONResponse(answered.to_api(), headers=calibrated_header(answered), background=background)
 
     async def _asked(
         self, call: Callable[[AsyncSystemOneClient], Awaitable[T]], envelope: Envelope

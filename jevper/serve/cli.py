@@ -142,9 +142,9 @@ def parser() -> argparse.ArgumentParser:
         "--shadow",
         type=url_and_model,
         metavar="URL[=MODEL]",
-        help="a candidate upstream (a new server release or model) every answered /v1/systemone request "
-        "is also asked of, after the answer went out; the agreement per question is in /metrics and GET "
-        "/v1/shadow (the model, if not given, from --model; default: none)",
+        help="a candidate upstream (a new server release or model) every answered /v1/systemone and "
+        "/v1/decisions request is also asked of, after the answer went out; the agreement per question is "
+        "in /metrics and GET /v1/shadow (the model, if not given, from --model; default: none)",
     )
     p.add_argument(
         "--shadow-queue",

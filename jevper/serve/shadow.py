@@ -1,4 +1,5 @@
-"""Shadow traffic: every answered System One request asked again of a candidate upstream, afterwards.
+"""Shadow traffic: every answered System One or Decisions request asked again of a candidate upstream,
+afterwards.
 
 The gateway hands each answered request to ``Shadow.offer`` once its response has gone out (a Starlette
 background task), which only puts it on a queue of ``--shadow-queue`` places and never waits: a full
@@ -6,7 +7,9 @@ queue drops the request and counts it. A few workers of the shadow's own (its ow
 ``--concurrency`` requests) ask the candidate and compare its answers with those the client received,
 question by question: the same choice (the most probable option of each) and the total variation distance
 between the two distributions (half the sum of the absolute differences, 0 for the same numbers, 1 for
-distributions with nothing in common). A shadow that is slow, hangs or fails holds only its own workers;
+distributions with nothing in common). A Decisions question is named by its ``name``, else by its place
+(``questions[2]``); a predicate's distribution is its true and false, and a refusal on one side only is a
+changed answer at distance 1. A shadow that is slow, hangs or fails holds only its own workers;
 its failures are counted and logged, never answered to a client.
 
 What it finds goes to ``/metrics`` aggregated by route and question type (a question's id is the client's
@@ -26,6 +29,7 @@ from typing import Any
 
 from jevper import AsyncSystemOneClient
 from jevper._failure import redacted_url
+from jevper.decisions import DecisionPredicate, DecisionRefusal, DecisionResponse
 from jevper.models import SystemOneResponse
 from jevper.serve.observe import Metrics
 
@@ -37,7 +41,8 @@ OTHER = "(other questions)"
 REPORT_KIND = "jevper.serve.shadow"
 REPORT_VERSION = 1
 
-Ask = Callable[[AsyncSystemOneClient], Awaitable[SystemOneResponse]]
+Answered = SystemOneResponse | DecisionResponse
+Ask = Callable[[AsyncSystemOneClient], Awaitable[Answered]]
 
 
 @dataclass
@@ -72,7 +77,26 @@ class Agreement:
 class _Offered:
     route: str
     ask: Ask
-    answered: SystemOneResponse
+    answered: Answered
+
+
+def per_question(answered: Answered) -> dict[str, tuple[str, Mapping[str, float] | None]]:
+    """Each question's type and distribution (None for a refusal), by question id."""
+    if isinstance(answered, SystemOneResponse):
+        return {
+            str(qid): (a.type, {str(k): p for k, p in a.probabilities.items()})
+            for qid, a in answered.answers.items()
+        }
+    found: dict[str, tuple[str, Mapping[str, float] | None]] = {}
+    for at, a in enumerate(answered.answers):
+        qid = a.name if a.name is not None else f"questions[{at}]"
+        if isinstance(a, DecisionRefusal):
+            found[qid] = (a.type, None)
+        elif isinstance(a, DecisionPredicate):
+            found[qid] = (a.type, {"true": a.probability, "false": 1.0 - a.probability})
+        else:
+            found[qid] = (a.type, {str(p.value): p.probability for p in a.probabilities})
+    return found
 
 
 def most_probable(probabilities: Mapping[Any, float]) -> str | None:
@@ -121,7 +145,7 @@ class Shadow:
                 await task
         self._tasks = []
 
-    def offer(self, route: str, ask: Ask, answered: SystemOneResponse) -> None:
+    def offer(self, route: str, ask: Ask, answered: Answered) -> None:
         """Queue a request to ask the shadow, or drop it (counted) when the queue is full. Never waits."""
         self.offered += 1
         queue = self._queue
@@ -158,16 +182,21 @@ class Shadow:
             return
         self.answered += 1
         self.metrics.shadow_requests.labels(offered.route, "answered").inc()
-        for qid, main in offered.answered.answers.items():
-            other = candidate.answers.get(qid)
-            if other is None:
+        theirs = per_question(candidate)
+        for qid, (kind, main) in per_question(offered.answered).items():
+            if qid not in theirs:
                 continue
-            same = most_probable(main.probabilities) == most_probable(other.probabilities)
-            distance = total_variation(main.probabilities, other.probabilities)
+            other = theirs[qid][1]
+            if main is None or other is None:  # a refusal: the same only when both refused
+                same = main is None and other is None
+                distance = 0.0 if same else 1.0
+            else:
+                same = most_probable(main) == most_probable(other)
+                distance = total_variation(main, other)
             key = qid if qid in self.questions or len(self.questions) < MAX_QUESTIONS else OTHER
-            self.questions.setdefault(key, Agreement(main.type)).add(same, distance)
-            self.metrics.shadow_answers.labels(offered.route, main.type, str(same).lower()).inc()
-            self.metrics.shadow_distance.labels(offered.route, main.type).observe(distance)
+            self.questions.setdefault(key, Agreement(kind)).add(same, distance)
+            self.metrics.shadow_answers.labels(offered.route, kind, str(same).lower()).inc()
+            self.metrics.shadow_distance.labels(offered.route, kind).observe(distance)
 
     def report(self) -> dict[str, Any]:
         """What the shadow found so far, per question id, for an operator (GET /v1/shadow)."""

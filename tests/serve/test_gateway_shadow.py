@@ -218,3 +218,71 @@ def test_the_command_line_reads_the_shadow_and_its_queue_and_refuses_a_queue_bel
         "m",
     )
     assert main(["--upstream", "http://a/v1=m", "--shadow", "http://b/v1=m", "--shadow-queue", "0"]) == 2
+
+
+DECIDED = {
+    "model": "smollm2",
+    "input": "I was charged twice for the same subscription this month.",
+    "questions": [
+        {"type": "predicate", "name": "refund", "instructions": "Does the customer want money back?"},
+        {
+            "type": "choice",
+            "name": "team",
+            "instructions": "Which team should answer?",
+            "choices": [{"value": "billing"}, {"value": "shipping"}],
+        },
+        {"type": "choice", "instructions": "Is it urgent?", "choices": [{"value": True}, {"value": False}]},
+        {
+            "type": "score",
+            "name": "urgency",
+            "instructions": "How urgent is it?",
+            "levels": [{"label": "low"}, {"label": "high"}],
+        },
+    ],
+}
+
+
+def test_a_decisions_request_is_shadowed_and_compared_per_question_as_a_system_one_request_is(
+    upstream: FaultServer, candidate: FaultServer
+) -> None:
+    with gateway(upstream.base_url(), candidate.base_url()) as client:
+        given = [client.post("/v1/decisions", json=DECIDED) for _ in range(2)]
+        assert [g.status_code for g in given] == [200, 200]
+        report = settled(client, 2)
+        metrics = client.get("/metrics").text
+    assert (report["requests"]["offered"], report["requests"]["answered"]) == (2, 2)
+    # A question is named by its name, else by its place in the request, as the answers' debug names it.
+    compared = {qid: (q["type"], q["compared"], q["agreed"]) for qid, q in report["questions"].items()}
+    assert compared == {
+        "refund": ("predicate", 2, 2),
+        "team": ("choice", 2, 2),
+        "questions[2]": ("choice", 2, 2),
+        "urgency": ("score", 2, 2),
+    }
+    assert all(q["max_distance"] == 0.0 for q in report["questions"].values())
+    route = "/v1/decisions"
+    assert sample(metrics, "jevper_serve_shadow_requests_total", route=route, outcome="answered") == 2
+    for kind, count in (("predicate", 2), ("choice", 4), ("score", 2)):
+        assert (
+            sample(metrics, "jevper_serve_shadow_answers_total", route=route, type=kind, agreed="true")
+            == count
+        )
+
+
+def test_a_decisions_shadow_that_prefers_another_value_is_counted_as_changing_that_answer(
+    upstream: FaultServer,
+) -> None:
+    script = Script()
+    for _ in range(20):
+        script.reply("/chat/completions", 200, swapped_label())
+    asked = {**DECIDED, "questions": [DECIDED["questions"][1]]}
+    with (
+        running(script=script, model="smollm2-next") as other,
+        gateway(upstream.base_url(), other.base_url()) as client,
+    ):
+        given = client.post("/v1/decisions", json=asked).json()
+        report = settled(client, 1)
+    assert given["answers"][0]["choice"] == "billing"
+    team = report["questions"]["team"]
+    assert (team["compared"], team["agreed"], team["changed"]) == (1, 0, 1)
+    assert team["max_distance"] > 0.5
