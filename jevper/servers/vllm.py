@@ -56,6 +56,19 @@ RECIPE_ARGS: tuple[str, ...] = (
     "20",
     "--enable-prompt-tokens-details",
 )
+#: What a recording's release gets after vLLM's own when vLLM batched (--vllm-max-num-seqs above 1):
+#: such a recording is another one than the recipe's, whose requests queue one at a time.
+BATCHED = "-batched"
+
+
+def recipe_args(max_num_seqs: int = 1) -> tuple[str, ...]:
+    """The recipe's arguments, with vLLM batching up to ``max_num_seqs`` requests (the recipe: 1)."""
+    if max_num_seqs < 1:
+        raise ValueError(f"--vllm-max-num-seqs: expected 1 or more, got {max_num_seqs}")
+    at = RECIPE_ARGS.index("--max-num-seqs") + 1
+    return (*RECIPE_ARGS[:at], str(max_num_seqs), *RECIPE_ARGS[at + 1 :])
+
+
 #: Environment the server needs: the CPU platform and a 1 GiB KV cache (the default takes far more).
 #: The AOT compile cache is off because on the CPU it never loads back ("'function' object has no
 #: attribute 'finalize_loading'") and every start recompiled for a minute; without it a warm start
@@ -213,8 +226,10 @@ def spawn_vllm(
     api_key: str | None = None,
     extra_args: Sequence[str] = RECIPE_ARGS,
     startup_timeout: float = 600.0,
+    batched: bool = False,
 ) -> Iterator[SpawnedServer]:
-    """Build vLLM and the model once, start `vllm serve` on loopback, and stop it on exit."""
+    """Build vLLM and the model once, start `vllm serve` on loopback, and stop it on exit. ``batched``:
+    ``extra_args`` let vLLM batch requests, and the release it states is named so (``BATCHED``)."""
     home = home or vllm_home()
     ensure_vllm(home)
     model = ensure_model(home)
@@ -237,7 +252,7 @@ def spawn_vllm(
         yield running.serving(
             "vllm",
             model=MODEL_ALIAS,
-            version=running.identity,
+            version=running.identity + (BATCHED if batched else ""),
             model_name=VLLM_MODEL_NAME,
             command=shown,
             extra={
@@ -331,11 +346,28 @@ class VllmSpawner:
         group.add_argument(
             "--vllm-home", type=Path, default=None, help="vLLM's cache folder (default: <cache>/vllm)"
         )
+        group.add_argument(
+            "--vllm-max-num-seqs",
+            type=_at_least_one,
+            default=1,
+            metavar="N",
+            help="vLLM's --max-num-seqs: how many requests it runs in one batch (1: one at a time, the "
+            f"others queued); above 1 the recording is named <release>{BATCHED}",
+        )
 
     def start(
         self, options: argparse.Namespace, api_key: str | None
     ) -> contextlib.AbstractContextManager[SpawnedServer]:
-        return spawn_vllm(home=vllm_home(options.vllm_home), api_key=api_key)
+        seqs = options.vllm_max_num_seqs
+        return spawn_vllm(
+            home=vllm_home(options.vllm_home), api_key=api_key, extra_args=recipe_args(seqs), batched=seqs > 1
+        )
+
+
+def _at_least_one(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
+    return int(text)
 
 
 SPAWNER = VllmSpawner()
