@@ -17,6 +17,7 @@ from jevper import (
     ModelRefusalError,
     Noul,
     ProviderError,
+    ReasoningConfig,
     RetryPolicy,
     SystemOneClient,
 )
@@ -107,6 +108,16 @@ try:
     out("bad-header", raised=None)
 except JevperError:
     out("bad-header", raised="JevperError")
+
+# A question with its own examples, and every reasoning setting, as the documented API spells them.
+own = Choice(
+    type="choice",
+    criteria={"billing": "money", "technical": "errors"},
+    examples=(Example(state="My invoice is wrong.", answer="billing"),),
+)
+thinking = ReasoningConfig(effort="low", summary="auto", context="auto", mode="auto", budget_tokens=None)
+made(SCRIPTED, reasoning=thinking)
+out("question-examples-and-reasoning", type=own.type, examples=len(own.examples), summary=thinking.summary)
 
 # A System One deployment's model list.
 models = made(SCRIPTED).list_models()

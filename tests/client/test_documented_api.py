@@ -40,6 +40,7 @@ EXPECTED = [
     {"step": "content-filter", "raised": "ModelRefusalError", "provider_error": True},
     {"step": "noul-without-question", "raised": "JevperError"},
     {"step": "bad-header", "raised": "JevperError"},
+    {"step": "question-examples-and-reasoning", "type": "choice", "examples": 1, "summary": "auto"},
     {"step": "list-models", "models": [["fault-model", "a loopback model", "2026-12-01"]]},
 ]
 
