@@ -844,6 +844,10 @@ def _layouts(probe: Probe, count: int) -> list[str]:
     return [probe.prompt] * count
 
 
+#: A stability probe's cell when no answer came to compare, before the reason.
+NOT_MEASURABLE = "not measurable"
+
+
 @classifier
 def stability(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
     """A stability probe's answers against each other (its plan: stability.KINDS): the largest change
@@ -855,7 +859,10 @@ def stability(probe: Probe, exchanges: Sequence[Exchange]) -> Verdict:
             unserved = _s1_unserved(refused)
         elif probe.surface == decisions_route.SURFACE:
             unserved = _d_unserved(refused)
-        return unserved or _refused(refused)
+        # Nothing to compare: no grade of stability, and the reason in its place (llama.cpp's Responses
+        # route refuses the logprob fields, so nothing moves or stays there that could be seen).
+        got = unserved or _refused(refused)
+        return replace(got, text=f"{NOT_MEASURABLE}: {got.text}")
     kind = probe.stability or ""
     read = [
         _readout(probe, e, layout)

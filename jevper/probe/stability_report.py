@@ -20,7 +20,7 @@ def _number(value: object) -> str:
 
 def stability_table(recordings: Sequence[Recording], catalogue: Catalogue) -> str:
     """One row per recording and stability probe it holds: grade, largest change, repeat noise, flips;
-    a probe that got no answer to compare says why in the grade's place."""
+    a probe that got no answer to compare says "not measurable" and why in the grade's place."""
     rows = []
     for recording in recordings:
         if recording.provenance != "recorded":
@@ -35,7 +35,7 @@ def stability_table(recordings: Sequence[Recording], catalogue: Catalogue) -> st
                     [
                         f"{recording.server} {recording.release}",
                         f"`{probe.id}`",
-                        result.outcome,
+                        result.verdict,
                         "—",
                         "—",
                         "—",

@@ -16,10 +16,12 @@ from jevper.probe.cli import main
 from jevper.probe.compose import requests_for
 from jevper.probe.diff import diff_recordings
 from jevper.probe.gate import changed
+from jevper.probe.grading import grade
 from jevper.probe.presets import get_preset
 from jevper.probe.recording import Layout, ProbeResult, Recording, Run
 from jevper.probe.runner import _in_sent_order
 from jevper.probe.session import Target, record
+from jevper.probe.stability_report import stability_table
 from jevper.testing import moving
 from jevper.testing.moving import Move, running
 
@@ -207,3 +209,18 @@ def test_a_waves_exchanges_are_kept_in_the_order_sent_whichever_answer_came_firs
     data = ["earlier exchange", *reversed(arrived)]
     _in_sent_order(data, 1, wave)
     assert data == ["earlier exchange", *arrived]
+
+
+def test_a_stability_probe_that_got_no_answer_is_not_measurable_with_its_reason_on_the_page() -> None:
+    # llama.cpp b11549's Responses route refuses the logprob fields: nothing was compared, so neither
+    # the matrix nor the page may show a grade for it.
+    recorded = Layout.repository().load("llamacpp-b11549")
+    probes = [CATALOGUE.get(f"responses-stability-{kind}") for kind in ("repeat", "cache", "load")]
+    regraded = grade(recorded, probes, catalogue=CATALOGUE)
+    reason = 'not measurable: refused: 400 "top_logprobs requires logprobs to be set to true"'
+    for probe in probes:
+        result = regraded.result(probe.id)
+        assert result is not None and result.stability is None
+        assert result.verdict == reason
+    rows = [row for row in stability_table([regraded], CATALOGUE).splitlines() if "responses-stab" in row]
+    assert len(rows) == 3 and all(reason in row for row in rows)
