@@ -9,9 +9,11 @@ clients are made on first use, in the event loop that uses them.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -41,6 +43,10 @@ DEFAULT_TIMEOUT = 60.0
 #: noticed soon after.
 RESTART_PATIENCE_S = 30.0
 RESTART_COOL_DOWN_S = 4.0
+#: The answered states a classifier keeps in memory (their digests and answers), for the rows that carry
+#: them again: beyond them, the least lately answered is forgotten and, seen again, asked again, which
+#: the answer cache answers with no request.
+DUPLICATES_KEPT = 10_000
 #: How long ``close()`` waits for the connections of a loop running on another thread to close.
 CLOSE_TIMEOUT_S = 5.0
 
@@ -100,7 +106,9 @@ class BatchClassifier:
     were read with in this process: what the output's provenance records. ``cache`` (an SQLite file) and
     ``cache_mode`` (read-write, read, write, off) are the clients' answer cache: a row asked before is
     answered from it without a request (``cache_hits`` counts them). Each distinct state is asked once
-    per run, on every engine: the rows that carry it again get its answers (``duplicates`` counts them).
+    per run, on every engine: the rows that carry it again get its answers (``duplicates`` counts them);
+    memory holds the ``duplicates_kept`` states answered most lately (DUPLICATES_KEPT), and one answered
+    before them is asked again, which the cache answers without a request.
     ``escalate`` (a ``jevper.Escalation`` whose ``to`` is a ``Server`` or its mapping, and whose
     ``calibration`` is that server's) asks the questions whose calibrated top probability is below its
     ``below`` again of that server; the output's ``escalation`` column holds each question's route and
@@ -186,8 +194,12 @@ class BatchClassifier:
         #: Questions asked again of the escalation server, and those it failed (their first answers kept).
         self.escalated = 0
         self.escalation_failures = 0
-        # Each distinct state of the run: its row once answered, or the ask in flight (on _once_loop).
-        self._once: dict[str, Row | asyncio.Future[Row]] = {}
+        #: The answered states kept for the rows that carry them again, the most lately answered: a
+        #: million rows' states would not fit; one answered before them is answered from the cache.
+        self.duplicates_kept = DUPLICATES_KEPT
+        # The answered states (by digest), least lately answered first; the asks in flight (on _once_loop).
+        self._once: OrderedDict[bytes, Row] = OrderedDict()
+        self._asking: dict[bytes, asyncio.Future[Row]] = {}
         self._once_loop: asyncio.AbstractEventLoop | None = None
         # The client's own checks of these options, once, now (a client of nothing does no I/O).
         for server in self.servers:
@@ -223,7 +235,8 @@ class BatchClassifier:
             _runner=None,
             _closing=None,
             _sdks=[],
-            _once={},
+            _once=OrderedDict(),
+            _asking={},
             _once_loop=None,
             _second=None,
             _second_sdks=[],
@@ -334,31 +347,38 @@ class BatchClassifier:
     async def ask_once(self, pool: Upstreams, state: Any) -> Row:
         """``ask``, once per distinct state of the run: a row whose state an earlier row carried gets that
         row's answers (and no tokens: nothing was sent for it). A failure is shared by the rows waiting
-        for it, and asked again by a later one."""
+        for it, and asked again by a later one. Only the ``duplicates_kept`` states answered most lately
+        are kept: a state answered before them is asked again, which the cache (``cache=``) answers."""
         loop = asyncio.get_running_loop()
         if self._once_loop is not loop:  # an ask in flight belongs to its loop; answered rows carry over
-            self._once = {k: row for k, row in self._once.items() if isinstance(row, Row)}
+            self._asking = {}
             self._once_loop = loop
-        key = _json_key(state)
+        key = _digest(state)
         known = self._once.get(key)
         if known is not None:
+            self._once.move_to_end(key)
             self.duplicates += 1
-            first = known if isinstance(known, Row) else await asyncio.shield(known)
+            return Row(known.answers, 0, 0, escalation=known.escalation)
+        waiting = self._asking.get(key)
+        if waiting is not None:
+            self.duplicates += 1
+            first = await asyncio.shield(waiting)
             if first.error is not None:
                 return first
             return Row(first.answers, 0, 0, escalation=first.escalation)
         asking: asyncio.Future[Row] = loop.create_future()
-        self._once[key] = asking
+        self._asking[key] = asking
         try:
             row = await self.ask(pool, state)
         except BaseException:
-            del self._once[key]
+            del self._asking[key]
             asking.cancel()
             raise
+        del self._asking[key]
         if row.error is None:
             self._once[key] = row
-        else:
-            del self._once[key]
+            while len(self._once) > self.duplicates_kept:
+                self._once.popitem(last=False)
         asking.set_result(row)
         return row
 
@@ -518,6 +538,11 @@ def escalation_of(given: Escalation | Mapping[str, Any] | None) -> Escalation | 
             f"{type(given.to).__name__}; the batch makes the server's client itself"
         )
     return Escalation(as_server(given.to), given.below, given.calibration)
+
+
+def _digest(state: Any) -> bytes:
+    """A state's SHA-256, for telling rows apart in 32 bytes whatever the state's size."""
+    return hashlib.sha256(_json_key(state).encode("utf-8", "surrogatepass")).digest()
 
 
 def _json_key(state: Any) -> str:
