@@ -20,7 +20,7 @@ from jevper.testing.bodies import chat_label
 QUESTIONS = {"intent": Choice(criteria={"billing": "money", "technical": "errors"})}
 STATE = "I was charged twice."
 #: How long another connection holds the file's write lock.
-HELD_S = 0.6
+HELD_S = 1.0
 
 
 def test_a_cache_opened_while_another_connection_writes_waits_for_it_instead_of_failing(
@@ -78,4 +78,4 @@ def test_a_cache_write_waiting_for_the_file_does_not_stop_the_event_loop(
     assert answered.debug["cache"]["written"] is True
     assert AnswerCache(str(path)).get(answered.debug["cache"]["key"]) is not None
     # The loop kept ticking while the write waited for the lock (blocked, one gap would be ~HELD_S).
-    assert longest < HELD_S / 3, f"the event loop stood still for {longest:.3f} s during the cache write"
+    assert longest < HELD_S / 2, f"the event loop stood still for {longest:.3f} s during the cache write"
