@@ -35,6 +35,8 @@ from starlette.routing import Route
 from jevper import (
     AsyncSystemOneClient,
     CalibrationMismatchError,
+    ConfigError,
+    Escalation,
     IncompleteAnswerError,
     InvalidDecisionError,
     InvalidQuestionError,
@@ -50,7 +52,7 @@ from jevper._upstreams import NoUpstreamError, Upstream, Upstreams, server_failu
 from jevper.decisions import DecisionResponse
 from jevper.models import SystemOneResponse, sdk_for
 from jevper.serve.body import Body, receive
-from jevper.serve.config import ConfigError, GatewayConfig, flagged
+from jevper.serve.config import GatewayConfig, flagged
 from jevper.serve.errors import OPENAI, SYSTEM_ONE, Envelope, Refusal, error
 from jevper.serve.observe import (
     CONTENT_TYPE,
@@ -68,7 +70,10 @@ T = TypeVar("T")
 
 
 def upstream_client(
-    config: GatewayConfig, metrics: Metrics | None = None, label: str = "0"
+    config: GatewayConfig,
+    metrics: Metrics | None = None,
+    label: str = "0",
+    escalate: Escalation | None = None,
 ) -> AsyncSystemOneClient:
     """The async client over the upstream: jevper's own connection for an OpenAI-style one (the openai
     SDK's work per request was most of the gateway's own cost: scripts/bench gateway), the anthropic SDK
@@ -106,15 +111,19 @@ def upstream_client(
         option_orders=config.option_orders,
         cache=config.cache,
         cache_mode=config.cache_mode,
+        escalate=escalate,
     )
 
 
 def checked_client(
-    config: GatewayConfig, metrics: Metrics | None = None, label: str = "0"
+    config: GatewayConfig,
+    metrics: Metrics | None = None,
+    label: str = "0",
+    escalate: Escalation | None = None,
 ) -> AsyncSystemOneClient:
     """The upstream client, or a ConfigError naming the flag whose value the client refuses."""
     try:
-        return upstream_client(config, metrics, label)
+        return upstream_client(config, metrics, label, escalate)
     except (InvalidQuestionError, CalibrationMismatchError) as refused:
         raise ConfigError(flagged(str(refused))) from None
 
@@ -127,6 +136,9 @@ class Gateway:
         self.metrics = Metrics()
         self._models: dict[int, str] = {}  # id(client) -> the model it asks
         self._shown: dict[int, str] = {}  # id(client) -> its upstream's URL as logged (no credentials)
+        # The stronger upstream the unsure questions are asked again of: one client outside the pool (it
+        # takes no main request's slot, and /health does not count it); "escalation" in /metrics.
+        self.escalation = escalation(config, self.metrics)
 
         urls = [url for url, _ in config.upstreams]
 
@@ -136,7 +148,8 @@ class Gateway:
             else:
                 # The metrics name an upstream by its position: /metrics asks no key, and a URL may carry
                 # a private host or a secret.
-                made = checked_client(self._one(spec), self.metrics, str(urls.index(spec.base_url)))
+                label = str(urls.index(spec.base_url))
+                made = checked_client(self._one(spec), self.metrics, label, self.escalation)
             self._models[id(made)] = spec.model
             self._shown[id(made)] = redacted_url(spec.base_url)
             return made
@@ -186,6 +199,8 @@ class Gateway:
                     await self.shadow.aclose()
                     await self.shadow.client.aclose()
                 await self.pool.aclose()
+                if self.escalation is not None:
+                    await closed(self.escalation.to)
 
     async def _watch(self, http: httpx.AsyncClient) -> None:
         loop = asyncio.get_running_loop()
@@ -435,7 +450,8 @@ class Gateway:
             if self.shadow is not None
             else None
         )
-        return JSONResponse(reply, headers=calibrated_header(answered), background=background)
+        headers = {**calibrated_header(answered), **escalation_header(answered)}
+        return JSONResponse(reply, headers=headers, background=background)
 
     async def _decide(self, body: Body) -> Response:
         """POST /v1/decisions: the request checked by ``jevper.decisions`` (the client's own rules), asked
@@ -525,6 +541,8 @@ class Gateway:
                 )
             # A question the calibration holds, asked with another layout: the request's to change.
             return envelope.invalid([Problem(("questions",), str(refused))])
+        except ConfigError as refused:  # --escalate-below auto, a question --calibration has no threshold for
+            return envelope.error(500, "configuration_error", f"the gateway's settings do not fit: {refused}")
         except ProviderError as failed:
             return self._upstream_failed(failed, envelope)
         except (IncompleteAnswerError, LabelReadoutError, MalformedAnswerError) as unreadable:
@@ -600,6 +618,58 @@ def calibrated_header(answered: SystemOneResponse | DecisionResponse) -> dict[st
             f"{quote(qid, safe='')}={quote(m, safe='')}" for qid, m in methods.items()
         )
     }
+
+
+ESCALATION_HEADER = "x-jevper-escalation"
+
+
+def escalation_header(answered: SystemOneResponse) -> dict[str, str]:
+    """Each question's route (--escalate-to), in a header as the calibration's: which upstream answered
+    (first, second), the first answer's top probability, the threshold (none: no threshold met the
+    target), and the second's failure if it failed: ``topic=second; confidence=0.6; below=0.8, ...``."""
+    routes = answered.debug.get("escalation", {}).get("questions", {})
+    said = []
+    for qid, route in routes.items():
+        below = "none" if route["below"] is None else f"{route['below']:g}"
+        one = f"{quote(qid, safe='')}={route['answered_by']}; confidence={route['confidence']:.4g}"
+        one += f"; below={below}"
+        if route["failure"] is not None:
+            one += f"; failed={route['failure']['type']}"
+        said.append(one)
+    return {ESCALATION_HEADER: ", ".join(said)} if said else {}
+
+
+def escalation(config: GatewayConfig, metrics: Metrics | None = None) -> Escalation | None:
+    """--escalate-to's: its upstream's client (the gateway's settings, with its own calibration and slots)
+    and the threshold; None without it."""
+    if config.escalate_to is None or config.escalate_below is None:
+        return None
+    url, model = config.escalate_to
+    target = replace(
+        config,
+        upstream=url,
+        model=model,
+        more_upstreams=(),
+        calibration=config.escalate_calibration,
+        pool=config.escalate_pool,
+        escalate_to=None,
+        escalate_below=None,
+        escalate_calibration=None,
+    )
+    try:
+        return Escalation(checked_client(target, metrics, "escalation"), config.escalate_below)
+    except ConfigError as refused:
+        raise ConfigError(f"--escalate-to {redacted_url(url)}={model}: {refused}") from None
+
+
+async def closed(client: AsyncSystemOneClient) -> None:
+    """``client`` closed, and the connection it was given (the gateway made it)."""
+    await client.aclose()
+    closing = getattr(client._client, "close", None)
+    if callable(closing):
+        done = closing()
+        if asyncio.iscoroutine(done):
+            await done
 
 
 async def _no_route(request: Request, exc: Exception) -> Response:

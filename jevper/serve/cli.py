@@ -24,7 +24,9 @@ from jevper.servers.console import missing_extra
 from jevper.servers.flags import (
     HelpFormatter,
     Renamed,
+    add_escalation_arguments,
     add_option_orders_argument,
+    check_escalation,
     json_object,
     renamed,
     url_and_model,
@@ -138,6 +140,7 @@ def parser() -> argparse.ArgumentParser:
         "holds; refused at start when fit for another model, method or surface (default: none)",
     )
     add_option_orders_argument(p)
+    add_escalation_arguments(p)
     p.add_argument(
         "--shadow",
         type=url_and_model,
@@ -253,10 +256,17 @@ def planned(args: argparse.Namespace, keys: tuple[str, ...] = ()) -> GatewayConf
         shadow_queue=args.shadow_queue,
         cache=None if args.cache is None else str(args.cache),
         cache_mode=args.cache_mode,
+        escalate_to=args.escalate_to,
+        escalate_below=args.escalate_below,
+        escalate_calibration=None
+        if args.escalate_calibration is None
+        else Calibration.load(args.escalate_calibration),
+        escalate_pool=args.escalate_concurrency,
     )
-    from jevper.serve.app import checked_client
+    from jevper.serve.app import checked_client, escalation
 
-    checked_client(config)  # the client's own checks of what it is given; no request is sent
+    # The clients' own checks of what they are given (--escalate-to's too); no request is sent.
+    checked_client(config, escalate=escalation(config))
     return config
 
 
@@ -279,7 +289,10 @@ def client_keys(given: Sequence[str], environ: Mapping[str, str]) -> tuple[str, 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     """The options, old spellings read as the new ones (each with a warning on stderr)."""
-    return parser().parse_args(renamed(PROG, argv, RENAMED))
+    parsing = parser()
+    args = parsing.parse_args(renamed(PROG, argv, RENAMED))
+    check_escalation(parsing, args)
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -326,6 +339,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
             flush=True,
         )
+        if config.escalate_to is not None:
+            url, model = config.escalate_to
+            print(
+                f"jevper.serve: escalating below {config.escalate_below} to {model} at {redacted_url(url)}",
+                file=sys.stderr,
+                flush=True,
+            )
         if config.shadow is not None:
             url, model = config.shadow
             print(

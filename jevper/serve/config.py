@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from jevper._errors import ConfigError as ConfigError  # re-exported for the gateway's modules
 from jevper._failure import redacted_url
@@ -37,6 +37,10 @@ FLAGS = {
     "shadow": "--shadow",
     "shadow_queue": "--shadow-queue",
     "cache": "--cache",
+    "escalate_to": "--escalate-to",
+    "escalate_below": "--escalate-below",
+    "escalate_calibration": "--escalate-calibration",
+    "escalate_pool": "--escalate-concurrency",
     "cache_mode": "--cache-mode",
 }
 #: The methods that read a label's probability from logprobs, which some surfaces (Messages) do not carry.
@@ -85,6 +89,13 @@ class GatewayConfig:
     cache: str | None = None
     #: read-write, read, write or off, as the clients' cache_mode.
     cache_mode: str = "read-write"
+    #: A stronger upstream (base URL, model) the questions whose calibrated top probability is below
+    #: ``escalate_below`` (a number in (0, 1], or "auto": --calibration's thresholds) are asked again of
+    #: (jevper._escalate); its own calibration, and its requests in flight at once. None: no escalation.
+    escalate_to: tuple[str, str] | None = None
+    escalate_below: float | Literal["auto"] | None = None
+    escalate_calibration: Calibration | None = None
+    escalate_pool: int = 4
 
     @property
     def upstreams(self) -> tuple[tuple[str, str], ...]:
@@ -92,7 +103,12 @@ class GatewayConfig:
         return ((self.upstream, self.model), *self.more_upstreams)
 
     def __post_init__(self) -> None:
-        for name in ("pool", "max_in_flight", "max_body_bytes", "shadow_queue"):
+        if (self.escalate_to is None) != (self.escalate_below is None):
+            raise ConfigError(
+                "--escalate-to and --escalate-below: expected both (the stronger upstream and the threshold "
+                "below which a question is asked again of it) or neither, got one"
+            )
+        for name in ("pool", "max_in_flight", "max_body_bytes", "shadow_queue", "escalate_pool"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{FLAGS[name]}: expected a whole number of at least 1, got {value!r}")
