@@ -1,13 +1,39 @@
-"""Shared fixtures: the embedded llama.cpp server, started once per session for the live tests."""
+"""Shared fixtures: the embedded llama.cpp server, started once per session for the live tests; the CA the
+tests' HTTP clients trust."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import trustme
 
 from jevper.servers import SpawnedServer
 from jevper.servers.llamacpp import RECIPE_ARGS, spawn_llamacpp
+
+
+@pytest.fixture(scope="session")
+def _loopback_ca() -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix="jevper-tests-ca-"))
+    try:
+        bundle = folder / "ca.pem"
+        trustme.CA().cert_pem.write_to_path(str(bundle))
+        yield bundle
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _offline_trust(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An offline test reaches loopback alone (--block-network), where no public CA is needed; but each SDK
+    # client it makes loads the system's public CAs into a new SSL context, about 20 ms of a core each,
+    # over a thousand times a run. It trusts one CA of the run's own instead (a test of TLS names its own).
+    # Live tests keep the system's: a tool they install downloads from the registry.
+    if request.node.get_closest_marker("live") is None:
+        monkeypatch.setenv("SSL_CERT_FILE", str(request.getfixturevalue("_loopback_ca")))
 
 
 @pytest.fixture(scope="session")
