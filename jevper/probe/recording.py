@@ -21,6 +21,7 @@ import os
 import shutil
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -194,7 +195,16 @@ class Recording:
     # --- verdicts and cassettes --------------------------------------------------------------------
 
     def result(self, probe_id: str) -> ProbeResult | None:
-        return next((p for p in self.probes if p.id == probe_id), None)
+        return self._by_id.get(probe_id)
+
+    @cached_property
+    def _by_id(self) -> dict[str, ProbeResult]:
+        """Each probe's result by its id (the first, were one listed twice): the reports look a result up
+        for every cell of every table."""
+        by_id: dict[str, ProbeResult] = {}
+        for result in self.probes:
+            by_id.setdefault(result.id, result)
+        return by_id
 
     def run_of(self, probe_id: str) -> LaterRun | None:
         """The later run this probe's answer comes from, or None for the first run."""

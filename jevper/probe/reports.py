@@ -84,12 +84,17 @@ def unserved_columns(topic_id: str, recordings: Sequence[Recording], catalogue: 
     (a System One server on the chat surfaces, a server without the Decisions route on it): their column
     in the topic's table would be a wall of expected refusals."""
     probes = [p for p in catalogue.probes if p.topic == topic_id]
+
+    def refused_all(r: Recording) -> bool:
+        served = html.served(r, catalogue)
+        return all(html.unserved(r.result(p.id), p.surface, served) for p in probes)
+
     return [
         r
         for r in recordings
         if probes
         and (
-            all(html.unserved(r.result(p.id), p.surface, html.served(r, catalogue)) for p in probes)
+            refused_all(r)
             # A transcribed fixture covers one route: a topic it holds nothing of is no column of it.
             or (
                 r.provenance == "transcribed"
