@@ -508,7 +508,7 @@ def _escalated(classifier: BatchClassifier) -> None:
     if escalation is None:
         return
     print(
-        f"{PROG}: {classifier.escalated} questions asked again of {escalation.to.model} at "
+        f"jevper.batch: {classifier.escalated} questions asked again of {escalation.to.model} at "
         f"{escalation.to.shown} (below {escalation.below}), {classifier.escalation_requests_sent} requests; "
         f"{classifier.escalation_failures} failed there, their first answers kept",
         flush=True,

@@ -298,3 +298,23 @@ def test_escalate_below_auto_without_a_calibration_exits_2_before_any_request(
     assert status == 2
     assert "expected a calibration" in capsys.readouterr().err
     assert first.requests == [] and second.requests == []
+
+
+def test_with_the_cache_a_rerun_asks_neither_server_again(
+    servers: tuple[Script, Script, FaultServer, FaultServer], tmp_path: Path
+) -> None:
+    first, second, a, b = servers
+    queue(first, 2, body("small", {"billing": 0.6, "other": 0.4}, urgent=0.95))
+    queue(second, 2, body("large", {"billing": 0.1, "other": 0.9}))
+    cache = tmp_path / "answers.sqlite"
+    outputs = []
+    for _ in range(2):
+        batch = classifier(a, b, 0.8, cache=cache)
+        try:
+            outputs.append(batch.classify_sync(rows(2)).to_pylist())
+        finally:
+            batch.close()
+    assert (len(first.requests), len(second.requests)) == (2, 2)  # the second run sent nothing
+    assert batch.requests_sent == 0 and batch.cache_hits == 2
+    assert [row["topic"]["choice"] for row in outputs[1]] == ["other", "other"]
+    assert [row["escalation"]["topic"]["answered_by"] for row in outputs[1]] == ["second", "second"]
