@@ -21,6 +21,14 @@ from jevper.questions import Choice, Noul, Question
 def renormalised(values: Sequence[float]) -> tuple[float, ...]:
     """``values`` divided by their sum. A ``ValueError`` when they are no distribution's weights: a value
     negative or not finite, or no mass at all (each caller says what that means in its own error)."""
+    # The calibration maps renormalise every row of every fold: a finite positive sum and no negative
+    # value is the one check a distribution's weights need on the way; anything else is looked at below.
+    try:
+        total = math.fsum(values)
+    except (ValueError, OverflowError):
+        total = math.nan
+    if 0.0 < total < math.inf and min(values) >= 0:
+        return tuple(x / total for x in values)
     if any(not (math.isfinite(x) and x >= 0) for x in values):
         raise ValueError(f"expected finite, non-negative numbers, got {list(values)}")
     total = math.fsum(values)
