@@ -198,24 +198,27 @@ async def _html_500(reply: Reply, surface: Served, request: Request, answer: Ans
     await reply.send(500, "Internal Server Error", _HTML_500, "text/html; charset=utf-8")
 
 
-def _retry_after(status: int, reason: str, seconds: int) -> Callable[..., Awaitable[None]]:
+def _retry_after(status: int, reason: str, seconds: int | None) -> Callable[..., Awaitable[None]]:
+    """The fault's answer asks for a wait of `seconds` (None: the server's ``retry_after``)."""
+
     async def serve(reply: Reply, surface: Served, request: Request, answer: Answers) -> None:
+        wait = reply.server.retry_after if seconds is None else seconds
         body = {
-            "error": {"message": f"{reason}: try again in {seconds} s", "type": "overloaded", "code": status}
+            "error": {"message": f"{reason}: try again in {wait} s", "type": "overloaded", "code": status}
         }
-        await reply.json(status, reason, body, [("retry-after", str(seconds))])
+        await reply.json(status, reason, body, [("retry-after", str(wait))])
 
     return serve
 
 
-fault("502-retry-after", f"502 with Retry-After: {RETRY_AFTER_S}")(
-    _retry_after(502, "Bad Gateway", RETRY_AFTER_S)
+fault("502-retry-after", f"502 with Retry-After: {RETRY_AFTER_S} (the server's retry_after)")(
+    _retry_after(502, "Bad Gateway", None)
 )
-fault("503-retry-after", f"503 with Retry-After: {RETRY_AFTER_S}")(
-    _retry_after(503, "Service Unavailable", RETRY_AFTER_S)
+fault("503-retry-after", f"503 with Retry-After: {RETRY_AFTER_S} (the server's retry_after)")(
+    _retry_after(503, "Service Unavailable", None)
 )
-fault("429-retry-after", f"429 with Retry-After: {RETRY_AFTER_S}")(
-    _retry_after(429, "Too Many Requests", RETRY_AFTER_S)
+fault("429-retry-after", f"429 with Retry-After: {RETRY_AFTER_S} (the server's retry_after)")(
+    _retry_after(429, "Too Many Requests", None)
 )
 fault("429-retry-after-hour", "429 with Retry-After: 3600 (a client must cap the wait)")(
     _retry_after(429, "Too Many Requests", 3600)
@@ -314,9 +317,13 @@ class FaultServer:
         script: Script | None = None,
         upstream: str | None = None,
         delay: float = 0.0,
+        retry_after: int = RETRY_AFTER_S,
     ) -> None:
         self.host, self.port, self.model, self.script = host, port, model, script
         self.delay = delay  # seconds every surface answer waits first: a server that takes time
+        # The Retry-After the 502, 503 and 429 faults send: 0 for a test of what follows the answer, not
+        # of the wait (the waits have tests of their own).
+        self.retry_after = retry_after
         self.upstream = upstream.rstrip("/") if upstream else None  # the real server's root, in relay mode
         self.log: list[ServedFault] = []
         self.closing = asyncio.Event()
@@ -547,11 +554,15 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[Request, str | No
 
 @contextlib.contextmanager
 def running(
-    model: str = "fault-model", *, script: Script | None = None, upstream: str | None = None
+    model: str = "fault-model",
+    *,
+    script: Script | None = None,
+    upstream: str | None = None,
+    retry_after: int = RETRY_AFTER_S,
 ) -> Iterator[FaultServer]:
     """A fault server on a free loopback port for the duration of the block (scripted, given a script;
     relaying to a real server, given its root URL as `upstream`)."""
-    server = FaultServer(model=model, script=script, upstream=upstream).start()
+    server = FaultServer(model=model, script=script, upstream=upstream, retry_after=retry_after).start()
     try:
         yield server
     finally:

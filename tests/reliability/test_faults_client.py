@@ -32,8 +32,8 @@ from jevper.testing.faults import FAULTS, HUGE_BYTES, RETRY_AFTER_S, FaultServer
 
 TIMEOUT = 1.0
 #: The retries each surface's SDK client allows in the fault matrix: the SDKs' default (2) on Chat
-#: Completions; 1 on the others, which shows the count follows the client's max_retries and halves their
-#: Retry-After waits (test_a_client_with_max_retries_0_asks_a_busy_server_once shows 0).
+#: Completions; 1 on the others, which shows the count follows the client's max_retries
+#: (test_a_client_with_max_retries_0_asks_a_busy_server_once shows 0).
 RETRIES = {"chat_completions": 2, "responses": 1, "messages": 1}
 QUESTION = Choice(criteria={"billing": "money, invoices", "technical": "errors, crashes", "sales": "pricing"})
 SURFACES = ("chat_completions", "responses", "messages")
@@ -102,8 +102,9 @@ def assert_a_distribution(probabilities: dict[str, float]) -> None:
 @pytest.mark.parametrize("surface", SURFACES)
 @pytest.mark.parametrize("fault", sorted(EXPECTED))
 def test_each_fault_ends_in_a_typed_error_or_a_real_distribution_within_the_bound(
-    faults: FaultServer, fault: str, surface: str
+    faults_at_once: FaultServer, fault: str, surface: str
 ) -> None:
+    faults = faults_at_once
     expected = EXPECTED[fault][SURFACES.index(surface)]
     retries = {} if surface == "chat_completions" else {"max_retries": RETRIES[surface]}
     client = _client(faults, fault, surface, **retries)
@@ -255,9 +256,13 @@ def test_a_slow_drip_is_cut_off_at_the_timeout_and_the_next_question_is_answered
 
 
 @pytest.mark.parametrize("fault", ["hang-no-bytes", "503-retry-after", "nan-logprob", "truncated-json"])
-def test_the_async_client_meets_the_same_faults_with_the_same_errors(faults: FaultServer, fault: str) -> None:
+def test_the_async_client_meets_the_same_faults_with_the_same_errors(
+    faults_at_once: FaultServer, fault: str
+) -> None:
+    faults = faults_at_once
+
     async def ask() -> None:
-        # One retry: the same error at half the Retry-After waits (the sync matrix counts the retries).
+        # One retry: the same error (the sync matrix counts the retries).
         sdk = openai.AsyncOpenAI(base_url=faults.base_url(fault), api_key="local", max_retries=1)
         client = AsyncSystemOneClient(
             sdk, model="fault-model", api="chat_completions", method="logprobs", timeout=TIMEOUT

@@ -34,7 +34,7 @@ from jevper.testing.faults import FAULTS, RETRY_AFTER_S, FaultServer
 
 TIMEOUT = 1.0
 #: The retries each SDK client allows in the fault matrix: openai's default (2); 1 on anthropic's, which
-#: shows the count follows the client's max_retries and halves its Retry-After waits.
+#: shows the count follows the client's max_retries.
 RETRIES = {"openai": 2, "anthropic": 1}
 QUESTIONS = {
     "intent": Choice(criteria={"billing": "money", "technical": None, "sales": "pricing"}),
@@ -98,8 +98,9 @@ def assert_answers_follow_the_api(response: Any) -> None:
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])
 @pytest.mark.parametrize("fault", sorted(EXPECTED))
 def test_each_fault_ends_in_a_typed_error_or_answers_that_follow_the_api_within_the_bound(
-    faults: FaultServer, fault: str, kind: str
+    faults_at_once: FaultServer, fault: str, kind: str
 ) -> None:
+    faults = faults_at_once
     expected = EXPECTED[fault]
     seen = len(faults.log)
     started = time.monotonic()
@@ -179,10 +180,12 @@ def test_a_crashed_server_is_a_provider_error() -> None:
     "fault", ["hang-no-bytes", "slow-drip", "503-retry-after", "nan-logprob", "embedded-error"]
 )
 def test_the_async_client_meets_the_same_faults_with_the_same_errors_within_the_bound(
-    faults: FaultServer, fault: str
+    faults_at_once: FaultServer, fault: str
 ) -> None:
+    faults = faults_at_once
+
     async def ask() -> None:
-        # One retry: the same error at half the Retry-After waits (the sync matrix counts the retries).
+        # One retry: the same error (the sync matrix counts the retries).
         sdk = openai.AsyncOpenAI(base_url=faults.base_url(fault), api_key="local", max_retries=1)
         asked = AsyncSystemOneClient(sdk, model="fault-model", api="systemone", timeout=TIMEOUT)
         await asked.system_one(state="x", questions=QUESTIONS)
