@@ -184,9 +184,19 @@ async def run(
 def provenance(classifier: BatchClassifier, server: Mapping[str, str | None] | None = None) -> dict[str, Any]:
     """What answered the rows this classifier asked, for the output (``_provenance``)."""
     models = [s.model for s in classifier.servers]
-    return described(
+    found = described(
         dict(classifier.questions), models, classifier.client_options, classifier.answered, server
     )
+    if classifier.escalation is None:
+        return found
+    # Two models answered: none is the one the answers came from (the evaluation's --fit refuses them).
+    second = escalated(classifier)
+    found.update(
+        model=None,
+        models=sorted({*found["models"], second["model"]}),
+        escalation={"model": second["model"], "below": second["below"], "calibration": second["calibration"]},
+    )
+    return found
 
 
 async def _batch(

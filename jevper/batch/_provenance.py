@@ -10,7 +10,9 @@ in a file beside it, ``<OUTPUT>.provenance.json``. Either holds one JSON object:
 - ``answered``: per question, the methods and surfaces its answers were actually read with, and
   ``method`` and ``surface``: the one each question shares (null when they differ or none answered);
 - ``prompt_digest`` of the questions asked, ``option_orders``, ``calibration`` (the digest of the one
-  applied, or null) and ``jevper``, the version that wrote the output.
+  applied, or null) and ``jevper``, the version that wrote the output;
+- with ``--escalate-to``, ``escalation``: the second model, the threshold and its calibration's digest
+  (``model`` is then null and ``models`` holds both: the answers are not one model's).
 """
 
 from __future__ import annotations

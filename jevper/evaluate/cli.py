@@ -570,6 +570,12 @@ def _binding(
 ) -> Binding:
     """What --fit binds the calibration to: what the answers record having answered them (the batch's
     provenance), each flag given agreeing with it; a flag gives what they do not record."""
+    if recorded is not None and recorded.get("escalation"):
+        raise ConfigError(
+            f"--fit: expected one model's own answers, but --answers {answers} record an escalation to "
+            f"{recorded['escalation'].get('model')!r}: some answers are that model's; fit each model's "
+            "calibration on answers asked of it alone (without --escalate-to)"
+        )
     flags = _flags(args)
     told = _recorded(recorded)
     for name, value in told.items():

@@ -318,3 +318,43 @@ def test_with_the_cache_a_rerun_asks_neither_server_again(
     assert batch.requests_sent == 0 and batch.cache_hits == 2
     assert [row["topic"]["choice"] for row in outputs[1]] == ["other", "other"]
     assert [row["escalation"]["topic"]["answered_by"] for row in outputs[1]] == ["second", "second"]
+
+
+def test_an_escalated_output_records_both_models_and_is_refused_by_fit(
+    servers: tuple[Script, Script, FaultServer, FaultServer],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from jevper.batch._provenance import read_provenance
+    from jevper.evaluate.cli import main as evaluate
+
+    first, second, a, b = servers
+    queue(first, 2, body("small", {"billing": 0.6, "other": 0.4}, urgent=0.99))
+    queue(second, 2, body("large", {"billing": 0.2, "other": 0.8}))
+    questions = tmp_path / "questions.json"
+    questions.write_text(json.dumps(QUESTIONS))
+    output = tmp_path / "out.parquet"
+    argv = [str(write_rows(tmp_path / "in.jsonl", 2)), str(output), "--questions", str(questions)]
+    escalating = ["--escalate-to", f"{b.base_url()}=large", "--escalate-below", "0.75"]
+    assert main([*argv, "--base-url", f"{a.base_url()}=small", "--api", "systemone", *escalating]) == 0
+    recorded = read_provenance(output)
+    assert recorded is not None
+    assert (recorded["model"], recorded["models"]) == (None, ["large", "small"])
+    assert recorded["escalation"] == {"model": "large", "below": 0.75, "calibration": None}
+    labels = tmp_path / "labels.csv"
+    labels.write_text("id,state,topic,urgent\n0,ticket 0,other,true\n1,ticket 1,other,true\n")
+    capsys.readouterr()
+    fitting = [
+        str(labels),
+        "--questions",
+        str(questions),
+        "--answers",
+        str(output),
+        "--out",
+        str(tmp_path / "fit"),
+    ]
+    status = evaluate([*fitting, "--fit", "--server", "faults", "--release", "test"])
+    # Half of these answers are the second model's: a calibration of the first fit on them would not apply.
+    assert status == 2
+    assert "an escalation" in capsys.readouterr().err
+    assert not (tmp_path / "fit" / "calibration.json").exists()
