@@ -180,10 +180,21 @@ def flattened(batch: pa.RecordBatch) -> pa.RecordBatch:
 def _plain(column: pa.Array) -> pa.Array:
     kind = column.type
     if pa.types.is_map(kind) or pa.types.is_struct(kind) or pa.types.is_list(kind):
-        values = column.to_pylist()
-        if pa.types.is_map(kind):
-            values = [None if v is None else dict(v) for v in values]
+        values = [None if v is None else _as_json(v, kind) for v in column.to_pylist()]
         return pa.array(
             [None if v is None else json.dumps(v, ensure_ascii=False) for v in values], type=pa.string()
         )
     return column
+
+
+def _as_json(value: Any, kind: pa.DataType) -> Any:
+    """A value as JSON holds it: every map an object, at any depth (Arrow gives a map as its pairs)."""
+    if value is None:
+        return None
+    if pa.types.is_map(kind):
+        return {k: _as_json(v, kind.item_type) for k, v in value}
+    if pa.types.is_struct(kind):
+        return {f.name: _as_json(value.get(f.name), f.type) for f in kind}
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return [_as_json(v, kind.value_type) for v in value]
+    return value

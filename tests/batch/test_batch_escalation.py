@@ -358,3 +358,25 @@ def test_an_escalated_output_records_both_models_and_is_refused_by_fit(
     assert status == 2
     assert "an escalation" in capsys.readouterr().err
     assert not (tmp_path / "fit" / "calibration.json").exists()
+
+
+def test_a_csv_output_holds_each_route_as_json_with_its_maps_as_objects(
+    servers: tuple[Script, Script, FaultServer, FaultServer], tmp_path: Path
+) -> None:
+    import csv
+
+    first, second, a, b = servers
+    queue(first, 1, body("small", {"billing": 0.6, "other": 0.4}, urgent=0.99))
+    queue(second, 1, body("large", {"billing": 0.2, "other": 0.8}))
+    questions = tmp_path / "questions.json"
+    questions.write_text(json.dumps(QUESTIONS))
+    output = tmp_path / "out.csv"
+    argv = [str(write_rows(tmp_path / "in.jsonl", 1)), str(output), "--questions", str(questions)]
+    escalating = ["--escalate-to", f"{b.base_url()}=large", "--escalate-below", "0.75"]
+    assert main([*argv, "--base-url", f"{a.base_url()}=small", "--api", "systemone", *escalating]) == 0
+    with output.open(newline="", encoding="utf-8") as f:
+        (row,) = list(csv.DictReader(f))
+    route = json.loads(row["escalation.topic"])
+    assert route["first"]["probabilities"] == {"billing": 0.6, "other": 0.4}
+    assert route["second"]["probabilities"] == {"billing": 0.2, "other": 0.8}
+    assert json.loads(row["topic.probabilities"]) == {"billing": 0.2, "other": 0.8}
