@@ -23,7 +23,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "reports" / "performance.json"
 REPORT = ROOT / "reports" / "performance.md"
-ORDER = ("client", "throughput", "cache", "probe", "suite", "gateway", "batch", "engines", "calibration")
+ORDER = (
+    "client",
+    "throughput",
+    "cache",
+    "probe",
+    "suite",
+    "gateway",
+    "batch",
+    "engines",
+    "calibration",
+    "clusters",
+)
 
 
 def load_average() -> list[float]:

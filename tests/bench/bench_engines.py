@@ -126,7 +126,7 @@ def is_ray(command: bytes) -> bool:
     return command.startswith(b"ray::") or b"/site-packages/ray/" in command
 
 
-def bodies(url: str, model: str, texts: list[str]) -> list[str]:
+def bodies(url: str, model: str, texts: list[str], questions: dict[str, Any] = QUESTION) -> list[str]:
     """The request bodies jevper sends for ``texts`` (recorded from one row, the state substituted).
 
     The second ask's body: once a reply of exactly one label shows the grammar held, a client sends the
@@ -143,7 +143,7 @@ def bodies(url: str, model: str, texts: list[str]) -> list[str]:
 
         client = AsyncSystemOneClient(sdk, model=model, api="chat_completions", timeout=TIMEOUT)
         for _ in range(2):
-            await client.system_one(state="PLACEHOLDER-STATE", questions=QUESTION)
+            await client.system_one(state="PLACEHOLDER-STATE", questions=questions)
         await sdk.close()
 
     asyncio.run(one())

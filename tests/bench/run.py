@@ -17,6 +17,7 @@ import bench_batch
 import bench_cache
 import bench_calibration
 import bench_client
+import bench_clusters
 import bench_engines
 import bench_gateway
 import bench_probe
@@ -34,6 +35,7 @@ BENCHES: dict[str, Callable[[], Section]] = {
     "batch": bench_batch.run,
     "engines": bench_engines.run,
     "calibration": bench_calibration.run,
+    "clusters": bench_clusters.run,
 }
 
 
