@@ -33,6 +33,7 @@ ORDER = (
     "batch",
     "engines",
     "calibration",
+    "answers",
     "clusters",
 )
 

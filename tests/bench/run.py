@@ -13,6 +13,7 @@ import time
 import traceback
 from collections.abc import Callable
 
+import bench_answers
 import bench_batch
 import bench_cache
 import bench_calibration
@@ -35,6 +36,7 @@ BENCHES: dict[str, Callable[[], Section]] = {
     "batch": bench_batch.run,
     "engines": bench_engines.run,
     "calibration": bench_calibration.run,
+    "answers": bench_answers.run,
     "clusters": bench_clusters.run,
 }
 
