@@ -31,6 +31,10 @@ from jevper._transport import MAX_BODY_BYTES
 from jevper.testing.faults import FAULTS, HUGE_BYTES, RETRY_AFTER_S, FaultServer
 
 TIMEOUT = 1.0
+#: A hang is cut off at whatever the timeout is, and no answer is awaited within it: the matrices give the
+#: calls that meet one a short timeout (test_a_timeout_is_not_retried_so_a_hang_costs_one_timeout keeps
+#: TIMEOUT).
+HANGS, HANG_TIMEOUT = {"hang-no-bytes", "hang-after-headers"}, 0.3
 #: The retries each surface's SDK client allows in the fault matrix: the SDKs' default (2) on Chat
 #: Completions; 1 on the others, which shows the count follows the client's max_retries
 #: (test_a_client_with_max_retries_0_asks_a_busy_server_once shows 0).
@@ -77,7 +81,12 @@ def test_every_fault_has_an_expected_client_outcome() -> None:
 
 
 def _client(
-    faults: FaultServer, fault: str, surface: str, method: Any = "auto", **sdk: Any
+    faults: FaultServer,
+    fault: str,
+    surface: str,
+    method: Any = "auto",
+    timeout: float = TIMEOUT,
+    **sdk: Any,
 ) -> SystemOneClient:
     base = faults.base_url(fault)
     if surface == "messages":
@@ -87,10 +96,10 @@ def _client(
             model="fault-model",
             api="messages",
             method=method,
-            timeout=TIMEOUT,
+            timeout=timeout,
         )
     chat = openai.OpenAI(base_url=base, api_key="local", **sdk)
-    return SystemOneClient(chat, model="fault-model", api=surface, method="logprobs", timeout=TIMEOUT)
+    return SystemOneClient(chat, model="fault-model", api=surface, method="logprobs", timeout=timeout)
 
 
 def assert_a_distribution(probabilities: dict[str, float]) -> None:
@@ -107,7 +116,7 @@ def test_each_fault_ends_in_a_typed_error_or_a_real_distribution_within_the_boun
     faults = faults_at_once
     expected = EXPECTED[fault][SURFACES.index(surface)]
     retries = {} if surface == "chat_completions" else {"max_retries": RETRIES[surface]}
-    client = _client(faults, fault, surface, **retries)
+    client = _client(faults, fault, surface, timeout=HANG_TIMEOUT if fault in HANGS else TIMEOUT, **retries)
     seen = len(faults.log)
     started = time.monotonic()
     try:
@@ -264,8 +273,9 @@ def test_the_async_client_meets_the_same_faults_with_the_same_errors(
     async def ask() -> None:
         # One retry: the same error (the sync matrix counts the retries).
         sdk = openai.AsyncOpenAI(base_url=faults.base_url(fault), api_key="local", max_retries=1)
+        timeout = HANG_TIMEOUT if fault in HANGS else TIMEOUT
         client = AsyncSystemOneClient(
-            sdk, model="fault-model", api="chat_completions", method="logprobs", timeout=TIMEOUT
+            sdk, model="fault-model", api="chat_completions", method="logprobs", timeout=timeout
         )
         await client.system_one(state="x", questions={"q": QUESTION})
 

@@ -33,6 +33,10 @@ from jevper._wire.systemone import body_violations
 from jevper.testing.faults import FAULTS, RETRY_AFTER_S, FaultServer
 
 TIMEOUT = 1.0
+#: A hang is cut off at whatever the timeout is, and no answer is awaited within it: the matrices give the
+#: calls that meet one a short timeout (test_a_timeout_is_not_retried_so_a_hang_costs_one_timeout keeps
+#: TIMEOUT).
+HANGS, HANG_TIMEOUT = {"hang-no-bytes", "hang-after-headers"}, 0.3
 #: The retries each SDK client allows in the fault matrix: openai's default (2); 1 on anthropic's, which
 #: shows the count follows the client's max_retries.
 RETRIES = {"openai": 2, "anthropic": 1}
@@ -106,7 +110,8 @@ def test_each_fault_ends_in_a_typed_error_or_answers_that_follow_the_api_within_
     started = time.monotonic()
     try:
         retries = {} if kind == "openai" else {"max_retries": RETRIES[kind]}
-        response = client(faults, fault, kind=kind, **retries).system_one(
+        timeout = HANG_TIMEOUT if fault in HANGS else TIMEOUT
+        response = client(faults, fault, kind=kind, timeout=timeout, **retries).system_one(
             state="I was charged twice.", questions=QUESTIONS
         )
     except Exception as error:
@@ -187,7 +192,8 @@ def test_the_async_client_meets_the_same_faults_with_the_same_errors_within_the_
     async def ask() -> None:
         # One retry: the same error (the sync matrix counts the retries).
         sdk = openai.AsyncOpenAI(base_url=faults.base_url(fault), api_key="local", max_retries=1)
-        asked = AsyncSystemOneClient(sdk, model="fault-model", api="systemone", timeout=TIMEOUT)
+        timeout = HANG_TIMEOUT if fault in HANGS else TIMEOUT
+        asked = AsyncSystemOneClient(sdk, model="fault-model", api="systemone", timeout=timeout)
         await asked.system_one(state="x", questions=QUESTIONS)
 
     started = time.monotonic()
