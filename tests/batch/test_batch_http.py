@@ -36,6 +36,8 @@ NOUL_ANSWER = {
 }
 #: The faults that take the whole timeout, or the body's whole size, before they end.
 SLOW = {"hang-no-bytes", "hang-after-headers", "slow-drip", "slow-drip-error", "huge-body"}
+#: Those that end at the timeout, whatever it is: asked with a short one.
+HANGS, HANG_TIMEOUT = SLOW - {"huge-body"}, 0.3
 
 
 def outcome(sdk: Any, api: str) -> tuple[str, str | None, int | None, str]:
@@ -45,7 +47,8 @@ def outcome(sdk: Any, api: str) -> tuple[str, str | None, int | None, str]:
     asked = QUESTIONS if api == "systemone" else {"intent": QUESTIONS["intent"]}
 
     async def ask() -> tuple[str, str | None, int | None, str]:
-        timeout = 30.0 if "huge-body" in str(sdk.base_url) else TIMEOUT
+        fault = str(sdk.base_url).split("/fault/")[-1].split("/")[0]
+        timeout = 30.0 if fault == "huge-body" else HANG_TIMEOUT if fault in HANGS else TIMEOUT
         client = AsyncSystemOneClient(sdk, model="fault-model", api=api, timeout=timeout)
         try:
             answered = await client.system_one(state="I was charged twice.", questions=asked)
