@@ -41,17 +41,24 @@ class _Watchdog:
         self._heap: list[tuple[float, int, Alarm]] = []
         self._order = itertools.count()
         self._thread: threading.Thread | None = None
+        self._wakes_at = 0.0  # when the watchdog next looks at the heap by itself
 
     def arm(self, alarm: Alarm, sock: socket.socket) -> None:
         with self._cond:
             if alarm.disarmed or alarm.fired or alarm.sock is not None:
                 return
             alarm.sock = sock
-            heapq.heappush(self._heap, (alarm.deadline, next(self._order), alarm))
+            heap = self._heap
+            while heap and heap[0][2].disarmed:  # answered exchanges, oldest first
+                heapq.heappop(heap)
+            heapq.heappush(heap, (alarm.deadline, next(self._order), alarm))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._watch, name="jevper-deadline", daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            elif alarm.deadline < self._wakes_at:
+                # A deadline after the one the watchdog sleeps until needs no wake-up: waking it for
+                # every request made each request hand the interpreter to that thread and back.
+                self._cond.notify()
 
     def disarm(self, alarm: Alarm) -> None:
         # Under the lock: either the socket is shut down first and ``fired`` says so, or never.
@@ -64,11 +71,13 @@ class _Watchdog:
                 while self._heap and self._heap[0][2].disarmed:
                     heapq.heappop(self._heap)
                 if not self._heap:
+                    self._wakes_at = time.monotonic() + _IDLE_S
                     if not self._cond.wait(_IDLE_S) and not self._heap:
                         self._thread = None
                         return
                     continue
-                wait = self._heap[0][0] - time.monotonic()
+                self._wakes_at = self._heap[0][0]
+                wait = self._wakes_at - time.monotonic()
                 if wait > 0:
                     self._cond.wait(wait)
                     continue

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -42,6 +43,46 @@ def test_a_stopped_alarm_leaves_its_socket_open() -> None:
         time.sleep(0.2)
         theirs.sendall(b"x")
         assert ours.recv(1) == b"x"
+
+
+class _CountedCondition(threading.Condition):
+    """A condition that counts its notifications: each one wakes the watchdog's thread."""
+
+    notified = 0
+
+    def notify(self, n: int = 1) -> None:
+        self.notified += 1
+        super().notify(n)
+
+
+def test_requests_one_after_another_never_wake_the_watchdog_before_their_deadline() -> None:
+    # Each wake-up handed the interpreter to the watchdog's thread and back, on every request.
+    dog = _deadline._Watchdog()
+    dog._cond = counted = _CountedCondition()
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        for _ in range(20):
+            alarm = _deadline.Alarm(time.monotonic() + 60)
+            dog.arm(alarm, ours)
+            time.sleep(0.005)  # the watchdog's thread goes back to sleep until a deadline
+            dog.disarm(alarm)
+        assert counted.notified == 0
+        assert len(dog._heap) <= 2  # the answered ones are dropped as new ones come
+
+
+def test_an_earlier_deadline_armed_after_a_later_one_still_fires_at_its_time() -> None:
+    dog = _deadline._Watchdog()
+    ours, theirs, spare, other = *socket.socketpair(), *socket.socketpair()
+    with ours, theirs, spare, other:
+        later = _deadline.Alarm(time.monotonic() + 60)
+        dog.arm(later, spare)
+        time.sleep(0.05)  # the watchdog sleeps until the later deadline
+        soon = _deadline.Alarm(time.monotonic() + 0.2)
+        dog.arm(soon, ours)
+        started = time.monotonic()
+        assert ours.recv(1) == b""
+        assert 0.1 < time.monotonic() - started < 1.0 and soon.fired and not later.fired
+        dog.disarm(later)
 
 
 def test_a_stream_without_a_socket_is_not_watched() -> None:
