@@ -20,34 +20,33 @@ def read_entries(surface: str, path: str, entries: Sequence[Any]) -> tuple[Token
     return tuple(_entry(surface, path, i, e) for i, e in enumerate(entries))
 
 
+_DICT, _STR, _FLOAT = {dict}, {str}, {float}
+
+
 def _fine(token: object, logprob: object) -> bool:
     return type(token) is str and type(logprob) is float and -math.inf < logprob <= 0.0
 
 
 def _fast_top(alternatives: list[Any]) -> tuple[tuple[str, float], ...] | None:
-    """The alternatives when every one is well formed and none repeats; None sends them to the slow
-    path, which says exactly what is wrong where."""
-    top: list[tuple[str, float]] = []
-    keys: set[tuple[str, object]] = set()
-    for alt in alternatives:
-        if type(alt) is not dict:
-            return None
-        token, logprob = alt.get("token"), alt.get("logprob")
-        if type(token) is not str or type(logprob) is not float or not -math.inf < logprob <= 0.0:
-            return None
-        identity = alt.get("id")
-        if identity is None:
-            identity = alt.get("bytes")
-            if type(identity) is list:
-                identity = tuple(identity)
-        if type(identity) not in (int, str, tuple, type(None)):
-            return None
-        try:
-            keys.add((token, identity))
-        except TypeError:  # a byte list holding lists: let the slow path name it
-            return None
-        top.append((token, logprob))
-    return tuple(top) if len(keys) == len(top) else None
+    """The alternatives when every one is well formed and no token repeats; None sends them to the slow
+    path, which says exactly what is wrong where (and tells repeated tokens apart by id or bytes).
+
+    Checked a list at a time rather than one alternative at a time: the lists of twenty that a server
+    sends for every generated token made the per-alternative loop most of the body's reading.
+    """
+    try:
+        tokens = [alt["token"] for alt in alternatives]
+        logprobs = [alt["logprob"] for alt in alternatives]
+    except (KeyError, TypeError):
+        return None
+    if set(map(type, alternatives)) != _DICT or set(map(type, tokens)) != _STR:
+        return None
+    if set(map(type, logprobs)) != _FLOAT or len(set(tokens)) != len(tokens):
+        return None
+    # A NaN or an infinity makes the sum one (a sum past the floats' range only takes the slow path).
+    if not -math.inf < sum(logprobs) or max(logprobs) > 0.0:
+        return None
+    return tuple(zip(tokens, logprobs, strict=True))
 
 
 def _pair(surface: str, value: object, where: str, index: int) -> tuple[Any, str, float]:

@@ -222,6 +222,30 @@ def test_a_malformed_chat_body_raises_malformed_answer_error_naming_expected_and
     assert "got" in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("bad", "words"),
+    [
+        (float("nan"), "a finite logprob"),
+        (-math.inf, "a finite logprob"),
+        (math.inf, "a finite logprob"),
+        (0.5, "a logprob <= 0"),
+        ("x", "logprob to be a number"),
+    ],
+)
+def test_one_bad_alternative_among_twenty_well_formed_ones_is_named(bad: object, words: str) -> None:
+    top = [{"token": f"t{i}", "logprob": -1.0 - i} for i in range(20)]
+    top[13]["logprob"] = bad
+    with pytest.raises(MalformedAnswerError, match=words) as caught:
+        _wire.read("chat_completions", _chat(**_lp(top=top)))
+    assert "top_logprobs[13]" in str(caught.value)
+
+
+def test_alternatives_whose_logprobs_sum_past_the_floats_range_are_still_read() -> None:
+    top = [{"token": f"t{i}", "logprob": -1e308} for i in range(3)]
+    result = _wire.read("chat_completions", _chat(**_lp(top=top)))
+    assert result.logprobs is not None and [lp for _, lp in result.logprobs[0].top] == [-1e308] * 3
+
+
 def test_distinct_byte_tokens_rendering_alike_are_not_duplicates() -> None:
     top = [{"token": "", "bytes": [226], "logprob": -1.0}, {"token": "", "bytes": [227], "logprob": -2.0}]
     result = _wire.read("chat_completions", _chat(**_lp(top=top)))
