@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Generator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
-from contextvars import copy_context
+from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, Self, TypeVar, Unpack
 
-from jevper import _escalate, _native, _routes, _transport
+from jevper import _escalate, _native, _routes, _spread, _transport
 from jevper._calibrated import calibrated
 from jevper._client_base import BaseClient, Plan, in_orders
 from jevper._engine import Answered, Call, answer
@@ -156,20 +155,16 @@ class SystemOneClient(BaseClient):
         return _routes.fetch(self._client, request, self._options.sending)
 
     def _each(self, call: Plan, work: Callable[[Plan, str, Question], T]) -> list[T]:
-        """``work`` for every question of the call, in order: on the client's threads when several may run."""
+        """``work`` for every question of the call, in order: on the caller's thread, and on the client's
+        threads once one waits on the server (``jevper._spread``); each worker in a copy of the caller's
+        context, so its retries count against this call."""
         workers = min(call.options.max_concurrency, len(call.questions))
-        if workers <= 1:
-            return [work(call, qid, q) for qid, q in call.questions]
-        # Each worker runs in a copy of the caller's context: its retries count against this call.
-        pool = self._executor()
-        futures = [pool.submit(copy_context().run, work, call, qid, q) for qid, q in call.questions]
-        try:
-            return [future.result() for future in futures]
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            wait(futures)
-            raise
+
+        def asked(item: tuple[str, Question]) -> T:
+            self._check_open()  # a question not started when the client closed is not asked
+            return work(call, *item)
+
+        return _spread.spread(self._executor, call.questions, asked, workers)
 
     def _in_orders(
         self, call: Plan, work: Callable[[Plan, str, Question], Answered | E]

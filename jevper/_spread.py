@@ -1,0 +1,115 @@
+"""The blocking client's questions of one call: asked in order on the caller's thread while the server
+answers them at once, spread over the client's threads as soon as one waits on the server.
+
+Threads pay off only where requests wait. Against a server that answers in less time than the client
+spends on a request, every thread is busy in the interpreter and they contend for its lock instead
+(``scripts/bench client``), while a server with several slots answers waiting questions side by side.
+So the caller's thread asks first, and a question still unanswered after ``FAN_OUT_AFTER_S`` starts
+the call's other questions on the client's pool.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from contextvars import copy_context
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+Item = TypeVar("Item")
+
+#: How long one question may wait on the server, on the caller's thread, before the call's other
+#: questions start on the client's threads.
+FAN_OUT_AFTER_S = 0.005
+
+
+def spread(
+    pool: Callable[[], Executor], items: Sequence[Item], work: Callable[[Item], T], workers: int
+) -> list[T]:
+    """``work`` for every item, the results in the items' order; at most ``workers`` at a time: on the
+    caller's thread, and on ``pool()``'s threads once one has waited ``FAN_OUT_AFTER_S``. After a
+    failure no item starts; the first failure in the items' order is raised once the running ones end."""
+    call = _Call(items, work, workers)
+    if workers > 1 and len(items) > 1:
+        executor = pool()
+        executor.submit(copy_context().run, call.watch, executor, FAN_OUT_AFTER_S)
+    try:
+        call.drain(by_caller=True)
+        call.ended.wait()
+    except BaseException:  # interrupted while waiting: nothing more starts, the running ones end first
+        call.stop()
+        call.ended.wait()
+        raise
+    if call.failures:
+        raise call.failures[min(call.failures)]
+    return call.results  # type: ignore[return-value]  # every item answered
+
+
+class _Call(Generic[Item, T]):
+    """One call's items: the next to start, what each returned or raised, how many are running."""
+
+    def __init__(self, items: Sequence[Item], work: Callable[[Item], T], workers: int) -> None:
+        self.items = items
+        self.work = work
+        self.workers = workers
+        self.results: list[T | None] = [None] * len(items)
+        self.failures: dict[int, BaseException] = {}
+        self.ended = threading.Event()  # every item answered, or a failure and nothing running
+        self._lock = threading.Lock()
+        self._next = 0
+        self._running = 0
+        self._stopped = False
+        self._asked_at = time.monotonic()  # when the caller's thread started its current item
+
+    def drain(self, by_caller: bool = False) -> None:
+        """Start items until none is left (or one failed), one after another on this thread."""
+        while (index := self._take(by_caller)) is not None:
+            try:
+                self.results[index] = self.work(self.items[index])
+            except BaseException as error:  # raised by spread() in the caller's thread
+                self._done(index, error)
+            else:
+                self._done(index, None)
+
+    def watch(self, pool: Executor, after: float) -> None:
+        """On a pool thread: once the caller's current item has run ``after`` seconds, start the others
+        here and on as many more of the pool's threads as the call may use."""
+        while True:
+            with self._lock:
+                asked_at = self._asked_at
+            left = asked_at + after - time.monotonic()
+            if left > 0:
+                if self.ended.wait(left):
+                    return
+                continue
+            for _ in range(self.workers - 2):
+                pool.submit(copy_context().run, self.drain)
+            self.drain()
+            return
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            if self._running == 0:
+                self.ended.set()
+
+    def _take(self, by_caller: bool) -> int | None:
+        with self._lock:
+            if self._stopped or self.failures or self._next >= len(self.items):
+                return None
+            index = self._next
+            self._next += 1
+            self._running += 1
+            if by_caller:
+                self._asked_at = time.monotonic()
+            return index
+
+    def _done(self, index: int, error: BaseException | None) -> None:
+        with self._lock:
+            if error is not None:
+                self.failures[index] = error
+            self._running -= 1
+            if self._running == 0 and (self._stopped or self.failures or self._next >= len(self.items)):
+                self.ended.set()

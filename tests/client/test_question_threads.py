@@ -1,0 +1,86 @@
+"""Where the blocking client asks a call's questions: on the caller's thread while the server answers at
+once, and nothing more after a question failed. (Questions that wait on the server run side by side:
+test_readout_rules.py's max_concurrency test.) Against the loopback fault server in scripted mode."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import httpx
+import pytest
+from openai import OpenAI
+
+from jevper import Choice, ProviderError, SystemOneClient
+
+INTENT = Choice(criteria={"billing": "money", "technical": "errors", "sales": "pricing"})
+SIX = {f"q{i}": INTENT for i in range(6)}
+LABEL = {
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "stop",
+            "message": {"role": "assistant", "content": "A"},
+            "logprobs": {
+                "content": [
+                    {
+                        "token": "A",
+                        "logprob": -0.3,
+                        "top_logprobs": [
+                            {"token": "A", "logprob": -0.3},
+                            {"token": "B", "logprob": -1.5},
+                            {"token": "C", "logprob": -2.5},
+                        ],
+                    }
+                ]
+            },
+        }
+    ],
+    "usage": {"prompt_tokens": 5, "completion_tokens": 1},
+}
+
+
+def client(loopback: Any, threads: list[int]) -> SystemOneClient:
+    def sent(request: httpx.Request) -> None:
+        threads.append(threading.get_ident())
+
+    http = httpx.Client(event_hooks={"request": [sent]})
+    sdk = OpenAI(base_url=loopback.url, api_key="local", max_retries=0, http_client=http)
+    return SystemOneClient(sdk, model="smollm2", method="logprobs", api="chat_completions")
+
+
+def test_questions_answered_at_once_are_all_asked_on_the_callers_thread(
+    loopback: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Far above any loopback answer on a busy machine: no question waits long enough to start threads.
+    monkeypatch.setattr("jevper._spread.FAN_OUT_AFTER_S", 30.0)
+    for _ in SIX:
+        loopback.reply("/chat/completions", 200, LABEL)
+    threads: list[int] = []
+    response = client(loopback, threads).system_one(state="I was charged twice.", questions=SIX)
+    assert list(response.answers) == list(SIX) and response.usage.n_calls == len(SIX)
+    assert threads == [threading.get_ident()] * len(SIX)
+
+
+def test_no_question_starts_after_one_failed_and_its_error_is_the_calls(
+    loopback: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("jevper._spread.FAN_OUT_AFTER_S", 30.0)
+    loopback.reply("/chat/completions", 200, LABEL)
+    loopback.reply("/chat/completions", 400, {"error": {"message": "bad request", "type": "invalid"}})
+    for _ in range(4):
+        loopback.reply("/chat/completions", 200, LABEL)
+    with pytest.raises(ProviderError, match="bad request"):
+        client(loopback, []).system_one(state="I was charged twice.", questions=SIX)
+    assert len(loopback.bodies("/chat/completions")) == 2
+
+
+def test_a_question_that_waits_on_the_server_starts_the_others_beside_it(loopback: Any) -> None:
+    loopback.delay = 0.3
+    for _ in SIX:
+        loopback.reply("/chat/completions", 200, LABEL)
+    threads: list[int] = []
+    response = client(loopback, threads).system_one(state="I was charged twice.", questions=SIX)
+    assert list(response.answers) == list(SIX)
+    assert loopback.most_in_flight == len(SIX)
+    assert threads[0] == threading.get_ident() and len(set(threads)) == len(SIX)
