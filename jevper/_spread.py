@@ -4,8 +4,9 @@ answers them at once, spread over the client's threads as soon as one waits on t
 Threads pay off only where requests wait. Against a server that answers in less time than the client
 spends on a request, every thread is busy in the interpreter and they contend for its lock instead
 (``scripts/bench client``), while a server with several slots answers waiting questions side by side.
-So the caller's thread asks first, and a question still unanswered after ``FAN_OUT_AFTER_S`` starts
-the call's other questions on the client's pool.
+So the caller's thread asks first, and the call's other questions start on the client's pool as soon
+as a question has waited on the server longer than the client worked on it, or is still unanswered
+after ``FAN_OUT_AFTER_S``.
 """
 
 from __future__ import annotations
@@ -20,21 +21,24 @@ from typing import Generic, TypeVar
 T = TypeVar("T")
 Item = TypeVar("Item")
 
-#: How long one question may wait on the server, on the caller's thread, before the call's other
-#: questions start on the client's threads.
+#: How long one question may run on the caller's thread before the call's other questions start on
+#: the client's threads.
 FAN_OUT_AFTER_S = 0.005
+#: A question that waited longer than this many times the caller's own work on it starts the others.
+WAITED_OVER_WORKED = 1.0
 
 
 def spread(
     pool: Callable[[], Executor], items: Sequence[Item], work: Callable[[Item], T], workers: int
 ) -> list[T]:
     """``work`` for every item, the results in the items' order; at most ``workers`` at a time: on the
-    caller's thread, and on ``pool()``'s threads once one has waited ``FAN_OUT_AFTER_S``. After a
-    failure no item starts; the first failure in the items' order is raised once the running ones end."""
+    caller's thread, and on ``pool()``'s threads once one has waited on the server (see the module).
+    After a failure no item starts; the first failure in the items' order is raised once the running
+    ones end."""
     call = _Call(items, work, workers)
     if workers > 1 and len(items) > 1:
-        executor = pool()
-        executor.submit(copy_context().run, call.watch, executor, FAN_OUT_AFTER_S)
+        call.pool = pool()
+        call.pool.submit(copy_context().run, call.watch, FAN_OUT_AFTER_S)
     try:
         call.drain(by_caller=True)
         call.ended.wait()
@@ -54,6 +58,7 @@ class _Call(Generic[Item, T]):
         self.items = items
         self.work = work
         self.workers = workers
+        self.pool: Executor | None = None  # None: the caller's thread alone
         self.results: list[T | None] = [None] * len(items)
         self.failures: dict[int, BaseException] = {}
         self.ended = threading.Event()  # every item answered, or a failure and nothing running
@@ -61,32 +66,41 @@ class _Call(Generic[Item, T]):
         self._next = 0
         self._running = 0
         self._stopped = False
+        self._spread = False
         self._asked_at = time.monotonic()  # when the caller's thread started its current item
 
     def drain(self, by_caller: bool = False) -> None:
-        """Start items until none is left (or one failed), one after another on this thread."""
+        """Start items until none is left (or one failed), one after another on this thread; the
+        caller's thread spreads the rest once an item waited longer than it worked."""
         while (index := self._take(by_caller)) is not None:
+            if by_caller and not self._spread:
+                wall, worked = time.perf_counter(), time.thread_time()
             try:
                 self.results[index] = self.work(self.items[index])
             except BaseException as error:  # raised by spread() in the caller's thread
                 self._done(index, error)
             else:
                 self._done(index, None)
+            if by_caller and not self._spread:
+                worked = time.thread_time() - worked
+                if time.perf_counter() - wall - worked > WAITED_OVER_WORKED * worked:
+                    self._spread_rest(self.workers - 1)
 
-    def watch(self, pool: Executor, after: float) -> None:
+    def watch(self, after: float) -> None:
         """On a pool thread: once the caller's current item has run ``after`` seconds, start the others
         here and on as many more of the pool's threads as the call may use."""
         while True:
             with self._lock:
-                asked_at = self._asked_at
+                asked_at, spread = self._asked_at, self._spread
+            if spread:
+                return
             left = asked_at + after - time.monotonic()
             if left > 0:
                 if self.ended.wait(left):
                     return
                 continue
-            for _ in range(self.workers - 2):
-                pool.submit(copy_context().run, self.drain)
-            self.drain()
+            if self._spread_rest(self.workers - 2):
+                self.drain()
             return
 
     def stop(self) -> None:
@@ -94,6 +108,16 @@ class _Call(Generic[Item, T]):
             self._stopped = True
             if self._running == 0:
                 self.ended.set()
+
+    def _spread_rest(self, threads: int) -> bool:
+        """Start ``threads`` more drains on the pool, once per call; False when already done."""
+        with self._lock:
+            if self._spread or self.pool is None:
+                return False
+            self._spread = True
+        for _ in range(threads):
+            self.pool.submit(copy_context().run, self.drain)
+        return True
 
     def _take(self, by_caller: bool) -> int | None:
         with self._lock:

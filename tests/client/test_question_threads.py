@@ -1,5 +1,6 @@
 """Where the blocking client asks a call's questions: on the caller's thread while the server answers at
-once, and nothing more after a question failed. (Questions that wait on the server run side by side:
+once, on the pool once one waits (past a timer, or longer than the client worked on it), and nothing more
+after a question failed. (Questions that wait on the server run side by side:
 test_readout_rules.py's max_concurrency test.) Against the loopback fault server in scripted mode."""
 
 from __future__ import annotations
@@ -52,8 +53,9 @@ def client(loopback: Any, threads: list[int]) -> SystemOneClient:
 def test_questions_answered_at_once_are_all_asked_on_the_callers_thread(
     loopback: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Far above any loopback answer on a busy machine: no question waits long enough to start threads.
+    # Far above any loopback answer on a busy machine, whose wall time may be a descheduled thread's.
     monkeypatch.setattr("jevper._spread.FAN_OUT_AFTER_S", 30.0)
+    monkeypatch.setattr("jevper._spread.WAITED_OVER_WORKED", 1e6)
     for _ in SIX:
         loopback.reply("/chat/completions", 200, LABEL)
     threads: list[int] = []
@@ -66,6 +68,7 @@ def test_no_question_starts_after_one_failed_and_its_error_is_the_calls(
     loopback: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("jevper._spread.FAN_OUT_AFTER_S", 30.0)
+    monkeypatch.setattr("jevper._spread.WAITED_OVER_WORKED", 1e6)
     loopback.reply("/chat/completions", 200, LABEL)
     loopback.reply("/chat/completions", 400, {"error": {"message": "bad request", "type": "invalid"}})
     for _ in range(4):
@@ -84,3 +87,19 @@ def test_a_question_that_waits_on_the_server_starts_the_others_beside_it(loopbac
     assert list(response.answers) == list(SIX)
     assert loopback.most_in_flight == len(SIX)
     assert threads[0] == threading.get_ident() and len(set(threads)) == len(SIX)
+
+
+def test_a_question_that_waited_longer_than_the_client_worked_starts_the_others_after_it(
+    loopback: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A server quicker than the timer, but slower than the client's own work on a request: the first
+    # answer's wait starts the other five at once.
+    monkeypatch.setattr("jevper._spread.FAN_OUT_AFTER_S", 30.0)
+    loopback.delay = 0.1
+    for _ in SIX:
+        loopback.reply("/chat/completions", 200, LABEL)
+    threads: list[int] = []
+    response = client(loopback, threads).system_one(state="I was charged twice.", questions=SIX)
+    assert list(response.answers) == list(SIX)
+    assert threads[0] == threading.get_ident() and len(set(threads[1:])) == len(SIX) - 1
+    assert loopback.most_in_flight == len(SIX) - 1
