@@ -34,7 +34,8 @@ MODEL = "smollm2"
 STATE = "I was charged twice for the same subscription this month."
 TOPICS = ("intent", "urgency", "tone", "channel", "product", "language", "region", "plan")
 MAX_PER_QUESTION_MS = 0.1
-MAX_RATIO = 1.1
+#: The issue's targets for jevper ÷ bare SDK, by questions per call.
+MAX_RATIO = {1: 1.02, 8: 1.05}
 
 
 def questions(count: int) -> dict[str, Choice]:
@@ -109,7 +110,12 @@ class _Pair:
                 detail,
             ),
             Figure(
-                f"{self.name}: jevper ÷ bare SDK", ratio, "x", f"≤ {MAX_RATIO}x", ratio <= MAX_RATIO, load
+                f"{self.name}: jevper ÷ bare SDK",
+                ratio,
+                "x",
+                f"≤ {MAX_RATIO[self.count]}x",
+                ratio <= MAX_RATIO[self.count],
+                load,
             ),
         ]
 
@@ -303,6 +309,19 @@ def run(rounds: int = 20) -> Section:
             "validates all 20 alternatives of every generated token while the readout needs the "
             "first, or the tail) and `json.loads` (~12 %). Over loopback, a quarter of a bare SDK "
             "call's profile is the SDK's own recursive transform of `messages`, which both sides pay.",
+            "What the blocking 8-question call's extra time was (2026-12-05, strace -c over 100 calls, "
+            "cProfile, and the call asked in order beside the threaded one): not jevper's own work, "
+            "which asked in order came to less than eight bare calls (jevper reads the raw body instead "
+            "of building the SDK's objects), but its threads. Eight threads against a server that "
+            "answers at once all run Python and hand the interpreter's lock over at every socket "
+            "call: 64,000 futex calls per 100 calls, as many as eight bare SDK calls on eight threads, "
+            "against 51 for the questions asked in order. Besides, every request woke the deadline "
+            "watchdog's thread (about 7 futex calls a request). Changed: the watchdog is woken only "
+            "for a deadline earlier than the one it sleeps until (73186f2); the blocking client asks "
+            "a call's questions on the caller's thread and starts the others on its pool as soon as "
+            "one has waited on the server longer than the client worked on it, or 5 ms (fd3ac7c, "
+            "2fdca22), so a server with slots still answers them side by side; the logprob "
+            "alternatives are checked a list at a time (59bdb7f).",
         ],
     )
 
