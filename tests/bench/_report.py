@@ -35,6 +35,7 @@ ORDER = (
     "calibration",
     "answers",
     "clusters",
+    "escalation",
 )
 
 

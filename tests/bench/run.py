@@ -20,6 +20,7 @@ import bench_calibration
 import bench_client
 import bench_clusters
 import bench_engines
+import bench_escalation
 import bench_gateway
 import bench_probe
 import bench_suite
@@ -38,6 +39,7 @@ BENCHES: dict[str, Callable[[], Section]] = {
     "calibration": bench_calibration.run,
     "answers": bench_answers.run,
     "clusters": bench_clusters.run,
+    "escalation": bench_escalation.run,
 }
 
 
