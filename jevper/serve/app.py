@@ -441,6 +441,7 @@ class Gateway:
             return answered
         self.metrics.answered(answered)
         self.metrics.looked_up("/v1/systemone", answered.debug)
+        self.metrics.escalated("/v1/systemone", answered.debug)
         reply: dict[str, Any] = answered.to_api()
         reply["model"] = answered.model
         # The shadow is offered the request once the answer has gone out (a background task runs after

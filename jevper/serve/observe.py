@@ -131,6 +131,14 @@ class Metrics:
         self.shadow_queue = Gauge(
             "jevper_serve_shadow_queue", "Requests waiting to be asked of the shadow upstream", registry=r
         )
+        self.escalations = Counter(
+            "jevper_serve_escalations",
+            "Questions held to --escalate-below, by route and outcome: escalated (answered by the "
+            "stronger upstream), kept (the first answer was sure enough) or failed (asked again, the "
+            "stronger upstream failed, the first answer given)",
+            ["route", "outcome"],
+            registry=r,
+        )
 
     def answered(self, response: SystemOneResponse) -> None:
         for answer in response.answers.values():
@@ -150,6 +158,19 @@ class Metrics:
         trace = debug.get("cache")
         if isinstance(trace, Mapping) and "hit" in trace:
             self.cache.labels(route, "hit" if trace["hit"] else "miss").inc()
+
+    def escalated(self, route: str, debug: Mapping[str, Any]) -> None:
+        """Each question's route under --escalate-to, as its answer's ``debug["escalation"]`` says; by
+        outcome, never by question id (the client's own text, which would grow the registry)."""
+        trace = debug.get("escalation")
+        if not isinstance(trace, Mapping):
+            return
+        for one in trace.get("questions", {}).values():
+            if one["answered_by"] == "second":
+                outcome = "escalated"
+            else:
+                outcome = "failed" if one["escalated"] else "kept"
+            self.escalations.labels(route, outcome).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -122,3 +122,30 @@ def test_escalate_below_auto_without_a_calibration_exits_2_before_anything_start
     )
     assert status == 2
     assert "expected a calibration" in capsys.readouterr().err
+
+
+def counted(metrics: str, route: str) -> dict[str, float]:
+    """``jevper_serve_escalations_total`` of ``route`` in a /metrics text, by outcome."""
+    found = {}
+    for line in metrics.splitlines():
+        if line.startswith("jevper_serve_escalations_total{") and f'route="{route}"' in line:
+            outcome = line.split('outcome="')[1].split('"')[0]
+            found[outcome] = float(line.rsplit(" ", 1)[1])
+    return found
+
+
+def test_metrics_count_each_question_escalated_kept_or_failed_by_route_never_by_question_id(
+    upstreams: tuple[Script, Script, FaultServer, FaultServer],
+) -> None:
+    first, second, a, b = upstreams
+    first.reply("/chat/completions", 200, label(0.6))
+    second.reply("/chat/completions", 200, label(0.1))
+    first.reply("/chat/completions", 200, label(0.9))
+    first.reply("/chat/completions", 200, label(0.7))
+    second.reply("/chat/completions", 400, {"error": {"message": "model large is not loaded"}})
+    with gateway(a, b, 0.8) as app:
+        for _ in range(3):
+            assert app.post("/v1/systemone", json=ASKED).status_code == 200
+        metrics = app.get("/metrics").text
+    assert counted(metrics, "/v1/systemone") == {"escalated": 1.0, "kept": 1.0, "failed": 1.0}
+    assert "topic" not in "".join(line for line in metrics.splitlines() if "escalations" in line)
