@@ -26,18 +26,47 @@ Item = TypeVar("Item")
 FAN_OUT_AFTER_S = 0.005
 #: A question that waited longer than this many times the caller's own work on it starts the others.
 WAITED_OVER_WORKED = 1.0
+#: After a call whose questions waited, this many calls start all their questions at once (waiting for
+#: the first one cost a four-slot llama.cpp a tenth of an 8-question call); then one looks again.
+AT_ONCE_CALLS = 16
+
+
+class Pace:
+    """One client's memory of its server: whether its next call starts every question at once."""
+
+    def __init__(self) -> None:
+        self._at_once = 0  # calls left that start every question at once
+
+    def at_once(self) -> bool:
+        return self._at_once > 0
+
+    def record(self, at_once: bool, spread: bool) -> None:
+        # Concurrent calls may race here: the worst is one call more or fewer in either mode.
+        if at_once:
+            self._at_once = max(0, self._at_once - 1)
+        elif spread:
+            self._at_once = AT_ONCE_CALLS
 
 
 def spread(
-    pool: Callable[[], Executor], items: Sequence[Item], work: Callable[[Item], T], workers: int
+    pool: Callable[[], Executor],
+    items: Sequence[Item],
+    work: Callable[[Item], T],
+    workers: int,
+    pace: Pace | None = None,
 ) -> list[T]:
     """``work`` for every item, the results in the items' order; at most ``workers`` at a time: on the
-    caller's thread, and on ``pool()``'s threads once one has waited on the server (see the module).
-    After a failure no item starts; the first failure in the items' order is raised once the running
-    ones end."""
+    caller's thread, and on ``pool()``'s threads once one has waited on the server (see the module), or
+    at once when ``pace`` says so. After a failure no item starts; the first failure in the items'
+    order is raised once the running ones end."""
+    if workers <= 1 or len(items) <= 1:
+        return [work(item) for item in items]
     call = _Call(items, work, workers)
-    if workers > 1 and len(items) > 1:
-        call.pool = pool()
+    call.pool = pool()
+    at_once = pace is not None and pace.at_once()
+    if at_once:
+        call.spread_rest(workers - 1)
+    else:
         call.pool.submit(copy_context().run, call.watch, FAN_OUT_AFTER_S)
     try:
         call.drain(by_caller=True)
@@ -46,6 +75,8 @@ def spread(
         call.stop()
         call.ended.wait()
         raise
+    if pace is not None:
+        pace.record(at_once, call.spread)
     if call.failures:
         raise call.failures[min(call.failures)]
     return call.results  # type: ignore[return-value]  # every item answered
@@ -66,14 +97,14 @@ class _Call(Generic[Item, T]):
         self._next = 0
         self._running = 0
         self._stopped = False
-        self._spread = False
+        self.spread = False
         self._asked_at = time.monotonic()  # when the caller's thread started its current item
 
     def drain(self, by_caller: bool = False) -> None:
         """Start items until none is left (or one failed), one after another on this thread; the
         caller's thread spreads the rest once an item waited longer than it worked."""
         while (index := self._take(by_caller)) is not None:
-            if by_caller and not self._spread:
+            if by_caller and not self.spread:
                 wall, worked = time.perf_counter(), time.thread_time()
             try:
                 self.results[index] = self.work(self.items[index])
@@ -81,17 +112,17 @@ class _Call(Generic[Item, T]):
                 self._done(index, error)
             else:
                 self._done(index, None)
-            if by_caller and not self._spread:
+            if by_caller and not self.spread:
                 worked = time.thread_time() - worked
                 if time.perf_counter() - wall - worked > WAITED_OVER_WORKED * worked:
-                    self._spread_rest(self.workers - 1)
+                    self.spread_rest(self.workers - 1)
 
     def watch(self, after: float) -> None:
         """On a pool thread: once the caller's current item has run ``after`` seconds, start the others
         here and on as many more of the pool's threads as the call may use."""
         while True:
             with self._lock:
-                asked_at, spread = self._asked_at, self._spread
+                asked_at, spread = self._asked_at, self.spread
             if spread:
                 return
             left = asked_at + after - time.monotonic()
@@ -99,7 +130,7 @@ class _Call(Generic[Item, T]):
                 if self.ended.wait(left):
                     return
                 continue
-            if self._spread_rest(self.workers - 2):
+            if self.spread_rest(self.workers - 2):
                 self.drain()
             return
 
@@ -109,12 +140,12 @@ class _Call(Generic[Item, T]):
             if self._running == 0:
                 self.ended.set()
 
-    def _spread_rest(self, threads: int) -> bool:
+    def spread_rest(self, threads: int) -> bool:
         """Start ``threads`` more drains on the pool, once per call; False when already done."""
         with self._lock:
-            if self._spread or self.pool is None:
+            if self.spread or self.pool is None:
                 return False
-            self._spread = True
+            self.spread = True
         for _ in range(threads):
             self.pool.submit(copy_context().run, self.drain)
         return True

@@ -51,6 +51,7 @@ class SystemOneClient(BaseClient):
         self._pool_lock = threading.Lock()
         # One GET /models per model, also when several threads make their first call at once.
         self._discovery = threading.Lock()
+        self._pace = _spread.Pace()  # whether the server makes this client's questions wait
 
     def system_one(
         self,
@@ -164,7 +165,7 @@ class SystemOneClient(BaseClient):
             self._check_open()  # a question not started when the client closed is not asked
             return work(call, *item)
 
-        return _spread.spread(self._executor, call.questions, asked, workers)
+        return _spread.spread(self._executor, call.questions, asked, workers, self._pace)
 
     def _in_orders(
         self, call: Plan, work: Callable[[Plan, str, Question], Answered | E]

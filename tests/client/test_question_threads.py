@@ -103,3 +103,20 @@ def test_a_question_that_waited_longer_than_the_client_worked_starts_the_others_
     assert list(response.answers) == list(SIX)
     assert threads[0] == threading.get_ident() and len(set(threads[1:])) == len(SIX) - 1
     assert loopback.most_in_flight == len(SIX) - 1
+
+
+def test_after_a_call_whose_questions_waited_the_next_starts_them_all_at_once(
+    loopback: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Waiting for the first question's wait again made a four-slot llama.cpp's 8-question call slower.
+    loopback.delay = 0.1
+    for _ in range(2 * len(SIX)):
+        loopback.reply("/chat/completions", 200, LABEL)
+    asker = client(loopback, [])
+    asker.system_one(state="I was charged twice.", questions=SIX)  # the first question's wait spreads
+    monkeypatch.setattr("jevper._spread.FAN_OUT_AFTER_S", 30.0)
+    monkeypatch.setattr("jevper._spread.WAITED_OVER_WORKED", 1e6)
+    loopback.most_in_flight = 0
+    response = asker.system_one(state="I was charged twice.", questions=SIX)
+    assert list(response.answers) == list(SIX)
+    assert loopback.most_in_flight == len(SIX)
