@@ -41,6 +41,9 @@ from jevper.servers.xllamacpp_server import API_KEY_ENV as XLLAMACPP_KEY_ENV
 
 #: The reference document's serving recipe: one slot, a 4096-token context, the model's own template.
 RECIPE_ARGS: tuple[str, ...] = ("--ctx-size", "4096", "-np", "1", "--jinja")
+#: What a recording's release gets after llama.cpp's own when the server has N slots above one
+#: (--llamacpp-slots N): requests decoded side by side make another recording than the recipe's one slot.
+SLOTS = "-{n}slots"
 #: The context each slot of a server started with ``slot_args`` holds, in tokens.
 SLOT_CONTEXT = 4096
 #: The bound of a ``slot_args`` server's prompt cache in RAM, in MiB. b11549's default, 8,192, is
@@ -64,6 +67,27 @@ def slot_args(slots: int) -> tuple[str, ...]:
         "--cache-ram",
         str(PROMPT_CACHE_MIB),
     )
+
+
+def recipe_args(slots: int = 1) -> tuple[str, ...]:
+    """The recipe's arguments (one slot), or ``slot_args(slots)`` for a server of more slots."""
+    if slots < 1:
+        raise ValueError(f"--llamacpp-slots: expected 1 or more, got {slots}")
+    return RECIPE_ARGS if slots == 1 else slot_args(slots)
+
+
+def slots_of(args: Sequence[str]) -> int:
+    """How many slots a server started with ``args`` has (llama-server's ``-np``; 1 without it)."""
+    for flag in ("-np", "--parallel"):
+        if flag in args[:-1]:
+            return int(args[list(args).index(flag) + 1])
+    return 1
+
+
+def named_for_slots(release: str, slots: int) -> str:
+    """The release a server of ``slots`` slots states for its recording: ``release`` for one slot, with
+    ``SLOTS`` after it for more."""
+    return release + (SLOTS.format(n=slots) if slots > 1 else "")
 
 
 @dataclass(frozen=True)
@@ -232,9 +256,11 @@ def spawn_llamacpp(
     startup_timeout: float = 60.0,
     model_alias: str = MODEL_ALIAS,
     port: int | None = None,
+    slots_named: bool = False,
 ) -> Iterator[SpawnedServer]:
     """Start llama.cpp (the default release unless `build` says) with the embedded model, or another
-    of SERVED_MODELS, on a free loopback port (or `port`); stop it on exit."""
+    of SERVED_MODELS, on a free loopback port (or `port`); stop it on exit. ``slots_named``: a server
+    of more than one slot states its release with its slot count (``SLOTS``), a recording of its own."""
     build = build or xllamacpp_build()
     check_cpu(build, cpu_flags(), platform.machine())
     model, model_name, provenance = served_model(model_alias)
@@ -269,16 +295,18 @@ def spawn_llamacpp(
         sigill_hint=_PORTABLE,
         port=port,
     )
+    slots = slots_of(extra_args)
     with launched(launch, identify=_llamacpp_build, timeout=startup_timeout) as running:
         yield running.serving(
             "llamacpp",
             model=model_alias,
-            version=build.release,
+            version=named_for_slots(build.release, slots) if slots_named else build.release,
             model_name=model_name,
             command=shown,
             extra={
                 "build_info": running.identity,
                 "binary_package": build.package,
+                "slots": str(slots),
                 "pid": str(running.process.pid),
                 **provenance,
             },
@@ -327,12 +355,33 @@ class LlamaCppSpawner:
     releases: tuple[str, ...] = tuple(BUILDS)
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
-        """None of its own: the probe's --release chooses among ``releases``."""
+        """--llamacpp-slots; the probe's --release chooses among ``releases``."""
+        group.add_argument(
+            "--llamacpp-slots",
+            type=_at_least_one,
+            default=1,
+            metavar="N",
+            help="how many requests llama.cpp decodes side by side (1: the recipe, one at a time, the "
+            f"others queued); above 1 the server is started with N slots of {SLOT_CONTEXT} tokens and the "
+            f"recording is named <release>{SLOTS.format(n='N')}",
+        )
 
     def start(
         self, options: argparse.Namespace, api_key: str | None
     ) -> contextlib.AbstractContextManager[SpawnedServer]:
-        return spawn_llamacpp(build=BUILDS[options.release or DEFAULT_RELEASE](), api_key=api_key)
+        slots = options.llamacpp_slots
+        return spawn_llamacpp(
+            build=BUILDS[options.release or DEFAULT_RELEASE](),
+            api_key=api_key,
+            extra_args=recipe_args(slots),
+            slots_named=True,
+        )
+
+
+def _at_least_one(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
+    return int(text)
 
 
 SPAWNER = LlamaCppSpawner()
