@@ -1,17 +1,18 @@
 """Escalation: the questions a first server is unsure of, asked again of a second, stronger one.
 
-The one rule, for the clients (``escalate=``), the batch and the gateway alike: a question whose
-calibrated top probability on the first server (the first client's own calibration applied) is below the
-threshold is asked again of the second, the others are not. The threshold is a number in (0, 1], or
-``"auto"``: each question's guaranteed threshold in the first client's calibration, per label where it
-has one (``jevper.calibration.threshold_for``; where none met its target, every answer is below it). The
-top probability, not the answers' ``confidence`` (which rescales it), is what a calibration makes mean
-"right this often", as ``--review-below`` compares it.
+The one rule, for the clients (``escalate=``: ``system_one`` and ``decisions.create``), the batch and the
+gateway alike: a question whose calibrated top probability on the first server (the first client's own
+calibration applied) is below the threshold is asked again of the second, the others are not. The
+threshold is a number in (0, 1], or ``"auto"``: each question's guaranteed threshold in the first
+client's calibration, per label where it has one (``jevper.calibration.threshold_for``; where none met
+its target, every answer is below it). The top probability, not the answers' ``confidence`` (which
+rescales it), is what a calibration makes mean "right this often", as ``--review-below`` compares it.
 
 Only the escalated questions are asked again, in one call of the second client, with its own options,
 calibration and cache. Each question keeps its route (``Routed``): who answered and why, and both
 answers; a second call that fails keeps the first answer with the failure, typed. Nothing here sends a
-request: ``unsure`` decides, the client asks, ``merged`` puts the two responses together.
+request: ``unsure`` decides, the client asks, ``merged`` puts the two responses together
+(``jevper.decisions.call.escalated`` a Decisions call's, by ``held`` and ``Routed``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from jevper._distribution import renormalised, top_probability
 from jevper._errors import ConfigError
@@ -39,7 +40,8 @@ class Escalation:
 
     On a client, ``to`` is another client of the same kind (a ``SystemOneClient`` for a
     ``SystemOneClient``, an ``AsyncSystemOneClient`` for an ``AsyncSystemOneClient``), which asks with
-    its own options, calibration and cache; ``calibration`` is then left out. On ``BatchClassifier``,
+    its own options, calibration and cache, in ``system_one`` and ``decisions.create`` alike (there a
+    refused question is asked again too); ``calibration`` is then left out. On ``BatchClassifier``,
     ``to`` is a ``Server`` (or its mapping) and ``calibration`` (a ``Calibration`` or its file) is applied
     to that server's answers. ``below`` is a top probability in (0, 1], or ``"auto"``: each question's
     guaranteed threshold in the first client's calibration (``evaluate --fit --target-accuracy A --risk
@@ -90,12 +92,14 @@ def top(answer: Answer) -> tuple[str, float]:
     """The answer's top option, named as a calibration names it (a yes/no answer's "true" or "false", a
     score's level index as text), and its top probability."""
     if isinstance(answer, NoulAnswer):
-        labels, given = ["true", "false"], [answer.noul, 1.0 - answer.noul]
-    elif isinstance(answer, ChoiceAnswer):
-        labels, given = list(answer.probabilities), list(answer.probabilities.values())
-    else:
-        labels = [str(level) for level in answer.probabilities]
-        given = list(answer.probabilities.values())
+        return top_of(["true", "false"], [answer.noul, 1.0 - answer.noul])
+    if isinstance(answer, ChoiceAnswer):
+        return top_of(list(answer.probabilities), list(answer.probabilities.values()))
+    return top_of([str(level) for level in answer.probabilities], list(answer.probabilities.values()))
+
+
+def top_of(labels: Sequence[str], given: Sequence[float]) -> tuple[str, float]:
+    """The top option of a distribution over ``labels`` (the first of a tie) and its top probability."""
     p = renormalised(given)
     best = max(range(len(p)), key=lambda i: (p[i], -i))
     return labels[best], top_probability(p)
@@ -115,7 +119,14 @@ class Verdict:
 
 
 def verdict(qid: str, answer: Answer, below: Below, calibration: Calibration | None) -> Verdict:
-    label, confidence = top(answer)
+    return held(qid, *top(answer), below, calibration)
+
+
+def held(
+    qid: str, label: str | None, confidence: float, below: Below, calibration: Calibration | None
+) -> Verdict:
+    """A top option ``label`` of top probability ``confidence`` held to the threshold (``label`` None:
+    the question's own threshold under "auto", not a label's)."""
     if below != AUTO:
         return Verdict(confidence, float(below))
     if calibration is None:  # check_thresholds refuses this before any request
@@ -135,6 +146,12 @@ def asked_again(
     return {qid: q for qid, q in questions if qid in verdicts and verdicts[qid].escalated}
 
 
+class Reported(Protocol):
+    """An answer as its API reports it: a ``SystemOneResponse``'s, or a Decisions call's."""
+
+    def to_api(self) -> dict[str, Any]: ...
+
+
 @dataclass(frozen=True)
 class Routed:
     """The route one question's answer took: who answered (``"first"`` or ``"second"``), why (the first
@@ -144,8 +161,8 @@ class Routed:
     answered_by: Literal["first", "second"]
     confidence: float
     below: float | None
-    first: Answer
-    second: Answer | None = None
+    first: Reported
+    second: Reported | None = None
     failure: tuple[str, str] | None = None
 
     @property

@@ -252,7 +252,22 @@ class Decisions:
             return client._looked_up(step.plan)
         if isinstance(step, _decisions.Keep):
             return client._stored(step.plan, step.entry)
+        if isinstance(step, _decisions.AskAgain):
+            return self._asked_again(step)
         return client._fetch(step)
+
+    def _asked_again(
+        self, step: _decisions.AskAgain
+    ) -> tuple[DecisionResponse | Exception | None, dict[str, Any]]:
+        """The unsure questions asked of ``escalate.to``; its failure returned, never raised."""
+        to = step.escalation.to
+        servers = {"first": self._client._identity(step.model), "second": to._identity()}
+        if step.asked is None:
+            return None, servers
+        try:
+            return to.decisions.create(**step.asked), servers
+        except Exception as failed:  # the first answers stand, the failure noted with its type
+            return failed, servers
 
     def _question(self, plan: Plan, qid: str, question: Question) -> Answered | _decisions.Refused:
         client = self._client

@@ -15,7 +15,7 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from jevper import _json, _native
+from jevper import _escalate, _json, _native
 from jevper._calibrated import calibrate
 from jevper._client_base import Plan, in_orders, question_trace
 from jevper._engine import Answered, Call, answer
@@ -29,6 +29,7 @@ from jevper._errors import (
     ModelRefusalError,
     ProviderError,
 )
+from jevper._escalate import Escalation
 from jevper._failure import server_failure
 from jevper._memory import PROMPT, Memory
 from jevper._options import DECISIONS_IMAGES, Options, Overrides, no_images
@@ -39,8 +40,11 @@ from jevper._trace import QuestionTrace, Route, Trace, each
 from jevper._usage import total
 from jevper._wire import WireResult, dialects
 from jevper._wire import decisions as wire
+from jevper.calibration import Calibration
 from jevper.decisions.answers import (
     DecisionAnswer,
+    DecisionChoice,
+    DecisionPredicate,
     DecisionRefusal,
     DecisionResponse,
     DecisionUsage,
@@ -332,8 +336,20 @@ class Keep:
     entry: dict[str, Any] | None
 
 
+@dataclass(frozen=True)
+class AskAgain:
+    """A step of ``create``: the unsure questions asked again of ``escalation.to`` by its own
+    ``decisions.create(**asked)`` (None: none were unsure, nothing is asked); the client sends back its
+    response or its failure (None when nothing was asked), and which servers the two clients ask, the
+    first as ``model``."""
+
+    escalation: Escalation
+    model: str
+    asked: dict[str, Any] | None
+
+
 #: What ``create`` asks its client for: a request to the server's own routes, or one of the above.
-Step = Fetch | AskSystemOne | AskEach | LookUp | Keep
+Step = Fetch | AskSystemOne | AskEach | LookUp | Keep | AskAgain
 
 
 def cache_plan(call: DecisionCall) -> Plan:
@@ -387,13 +403,99 @@ def create(
     call = plan(options, given, instructions, overrides)
     if call.options.images:
         raise no_images("decisions.create", "OpenAI's Decisions request", DECISIONS_IMAGES)
+    escalation = call.options.escalate
+    if escalation is not None:  # refused before any request
+        ids = [_calibration_id(i, q) for i, q in enumerate(call.request.questions)]
+        _escalate.check_thresholds(escalation.below, call.options.calibration, ids)
     keyed = cache_plan(call)
     hit: tuple[dict[str, Any], dict[str, Any]] | None = yield LookUp(keyed)
     if hit is not None:
-        return from_kept(*hit)
-    answered = yield from _answered(call, memory)
-    trace: dict[str, Any] | None = yield Keep(keyed, kept_entry(answered))
-    return answered if trace is None else replace(answered, debug={**answered.debug, "cache": trace})
+        answered = from_kept(*hit)
+    else:
+        answered = yield from _answered(call, memory)
+        trace: dict[str, Any] | None = yield Keep(keyed, kept_entry(answered))
+        if trace is not None:
+            answered = replace(answered, debug={**answered.debug, "cache": trace})
+    if escalation is None:
+        return answered
+    return (yield from escalated(call, escalation, answered))
+
+
+def escalated(
+    call: DecisionCall, escalation: Escalation, response: DecisionResponse
+) -> Generator[Step, Any, DecisionResponse]:
+    """The questions ``response`` is unsure of (by ``system_one``'s one rule, ``jevper._escalate``; a
+    refusal is unsure of everything) asked again of ``escalation.to``, only those, in one call; each
+    question's route in ``debug["escalation"]`` as ``system_one`` keeps it, both calls' usage summed. A
+    second call that fails, or refuses a question the first answered, leaves the first answer with the
+    failure noted."""
+    verdicts = [
+        _verdict(_calibration_id(i, q), q, answer, escalation.below, call.options.calibration)
+        for i, (q, answer) in enumerate(zip(call.request.questions, response.answers, strict=True))
+    ]
+    again = [i for i, found in enumerate(verdicts) if found.escalated]
+    body = call.request.body()
+    asked = {"input": body["input"], "questions": [body["questions"][i] for i in again]}
+    if call.request.safety_identifier is not None:
+        asked["safety_identifier"] = call.request.safety_identifier
+    second, servers = yield AskAgain(escalation, call.options.model, asked if again else None)
+    seconds = dict(zip(again, second.answers, strict=True)) if isinstance(second, DecisionResponse) else {}
+    answers = list(response.answers)
+    routes: dict[str, Any] = {}
+    for i, (first, found) in enumerate(zip(response.answers, verdicts, strict=True)):
+        route = _escalate.Routed("first", found.confidence, found.below, first)
+        other = seconds.get(i)
+        if found.escalated and isinstance(second, Exception):
+            said = str(second).encode("utf-8", "backslashreplace").decode("utf-8")
+            route = replace(route, failure=(type(second).__name__, said))
+        elif isinstance(other, DecisionRefusal) and not isinstance(first, DecisionRefusal):
+            route = replace(route, second=other, failure=("DecisionRefusal", other.reason or "refused"))
+        elif other is not None:
+            answers[i] = other
+            route = replace(route, answered_by="second", second=other)
+        routes[qid(i)] = route.to_dict()
+    trace: dict[str, Any] = {"below": escalation.below, "servers": dict(servers), "questions": routes}
+    usage = response.usage
+    if isinstance(second, DecisionResponse):
+        usage = _summed(usage, second.usage)
+        trace["second_debug"] = second.debug
+    debug = {**response.debug, "escalation": trace}
+    return replace(response, answers=tuple(answers), usage=usage, debug=debug)
+
+
+def _verdict(
+    calibration_id: str,
+    question: DecisionQuestion,
+    answer: DecisionAnswer,
+    below: _escalate.Below,
+    calibration: Calibration | None,
+) -> _escalate.Verdict:
+    """An answer held to the threshold as ``system_one``'s is: its top option named as the calibration
+    names it (a predicate's "true" or "false", a choice's option, a score's level index as text)."""
+    if isinstance(answer, DecisionRefusal):
+        return _escalate.held(calibration_id, None, 0.0, below, calibration)
+    if isinstance(answer, DecisionPredicate):
+        top = _escalate.top_of(["true", "false"], [answer.probability, 1.0 - answer.probability])
+    elif isinstance(answer, DecisionChoice):
+        options = question.question.options
+        top = _escalate.top_of(options, [p.probability for p in answer.probabilities])
+    else:
+        top = _escalate.top_of(
+            [str(p.value) for p in answer.probabilities], [p.probability for p in answer.probabilities]
+        )
+    return _escalate.held(calibration_id, *top, below, calibration)
+
+
+def _summed(a: DecisionUsage, b: DecisionUsage) -> DecisionUsage:
+    """Two calls' usage summed."""
+    return DecisionUsage(
+        a.input_tokens + b.input_tokens,
+        a.output_tokens + b.output_tokens,
+        a.cached_tokens + b.cached_tokens,
+        a.cache_write_tokens + b.cache_write_tokens,
+        a.reasoning_tokens + b.reasoning_tokens,
+        a.requests + b.requests,
+    )
 
 
 def _answered(call: DecisionCall, memory: Memory) -> Generator[Step, Any, DecisionResponse]:

@@ -490,13 +490,15 @@ class Gateway:
             return answered
         self.metrics.decided(answered)
         self.metrics.looked_up("/v1/decisions", answered.debug)
+        self.metrics.escalated("/v1/decisions", answered.debug)
         # Offered as a System One request is, the shadow asking its own model.
         background = (
             BackgroundTask(self.shadow.offer, "/v1/decisions", partial(on, model=self.shadow.model), answered)
             if self.shadow is not None
             else None
         )
-        return JSONResponse(answered.to_api(), headers=calibrated_header(answered), background=background)
+        headers = {**calibrated_header(answered), **escalation_header(answered)}
+        return JSONResponse(answered.to_api(), headers=headers, background=background)
 
     async def _asked(
         self, call: Callable[[AsyncSystemOneClient], Awaitable[T]], envelope: Envelope
@@ -624,7 +626,7 @@ def calibrated_header(answered: SystemOneResponse | DecisionResponse) -> dict[st
 ESCALATION_HEADER = "x-jevper-escalation"
 
 
-def escalation_header(answered: SystemOneResponse) -> dict[str, str]:
+def escalation_header(answered: SystemOneResponse | DecisionResponse) -> dict[str, str]:
     """Each question's route (--escalate-to), in a header as the calibration's: which upstream answered
     (first, second), the first answer's top probability, the threshold (none: no threshold met the
     target), and the second's failure if it failed: ``topic=second; confidence=0.6; below=0.8, ...``."""

@@ -149,3 +149,44 @@ def test_metrics_count_each_question_escalated_kept_or_failed_by_route_never_by_
         metrics = app.get("/metrics").text
     assert counted(metrics, "/v1/systemone") == {"escalated": 1.0, "kept": 1.0, "failed": 1.0}
     assert "topic" not in "".join(line for line in metrics.splitlines() if "escalations" in line)
+
+
+DECISION = {
+    "model": "small",
+    "input": "I was charged twice.",
+    "questions": [
+        {
+            "type": "choice",
+            "name": "topic",
+            "instructions": "What is the message about?",
+            "choices": [{"value": "billing"}, {"value": "other"}],
+        }
+    ],
+}
+
+
+def test_the_gateway_escalates_an_unsure_decisions_question_and_says_so_as_on_system_one(
+    upstreams: tuple[Script, Script, FaultServer, FaultServer],
+) -> None:
+    first, second, a, b = upstreams
+    first.reply("/chat/completions", 200, label(0.6))
+    second.reply("/chat/completions", 200, label(0.1))
+    first.reply("/chat/completions", 200, label(0.9))
+    first.reply("/chat/completions", 200, label(0.7))
+    second.reply("/chat/completions", 400, {"error": {"message": "model large is not loaded"}})
+    with gateway(a, b, 0.8) as app:
+        unsure = app.post("/v1/decisions", json=DECISION)
+        sure = app.post("/v1/decisions", json=DECISION)
+        failed = app.post("/v1/decisions", json=DECISION)
+        metrics = app.get("/metrics").text
+    assert unsure.status_code == 200, unsure.text
+    (answer,) = unsure.json()["answers"]
+    assert answer["choice"] == "other"
+    assert answer["probabilities"][1]["probability"] == pytest.approx(0.9)
+    assert unsure.headers[ESCALATION_HEADER] == "questions%5B0%5D=second; confidence=0.6; below=0.8"
+    assert sure.json()["answers"][0]["choice"] == "billing"
+    assert sure.headers[ESCALATION_HEADER] == "questions%5B0%5D=first; confidence=0.9; below=0.8"
+    assert failed.json()["answers"][0]["choice"] == "billing"
+    assert failed.headers[ESCALATION_HEADER].endswith("; failed=ProviderError")
+    assert (len(first.requests), len(second.requests)) == (3, 2)
+    assert counted(metrics, "/v1/decisions") == {"escalated": 1.0, "kept": 1.0, "failed": 1.0}

@@ -1,0 +1,195 @@
+"""``escalate=`` on ``decisions.create``, both clients, against two scripted System One servers that answer
+differently: by ``system_one``'s one rule, a question whose top probability is below the threshold is asked
+again of the second client (only it, in one call), one at or above it is not; a refused question is asked
+again; a second server that fails leaves the first answer, its failure typed; each question's route is in
+``debug["escalation"]`` as ``system_one`` keeps it, and the usage counts both calls."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import openai.types
+import pytest
+from openai import AsyncOpenAI, OpenAI
+
+from jevper import AsyncSystemOneClient, Escalation, SystemOneClient
+from jevper._distribution import choice_confidence
+from jevper.decisions import DecisionChoice, DecisionPredicate, DecisionRefusal
+from jevper.testing.bodies import chat_label
+from jevper.testing.faults import FaultServer, running
+from jevper.testing.script import Script
+
+QUESTIONS: list[dict[str, Any]] = [
+    {"type": "predicate", "name": "refund", "instructions": "Does the customer want money back?"},
+    {
+        "type": "choice",
+        "name": "topic",
+        "instructions": "What is the message about?",
+        "choices": [{"value": "billing"}, {"value": "shipping"}],
+    },
+]
+INPUT = "I was charged twice for the same subscription this month."
+REFUSAL = {
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "stop",
+            "message": {"role": "assistant", "content": None, "refusal": "I cannot help with that."},
+        }
+    ],
+    "usage": {"prompt_tokens": 20, "completion_tokens": 6},
+}
+
+
+def body(model: str, answers: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A System One answer, each question's (by the id a Decisions call asks it under) as given."""
+    return {"model": model, "answers": answers, "usage": {"input_tokens": 10, "output_tokens": 1}}
+
+
+def noul(p: float) -> dict[str, Any]:
+    return {"type": "noul", "noul": p}
+
+
+def choice(billing: float) -> dict[str, Any]:
+    probabilities = {"billing": billing, "shipping": 1 - billing}
+    return {
+        "type": "choice",
+        "choice": "billing" if billing >= 0.5 else "shipping",
+        "probabilities": probabilities,
+        "confidence": choice_confidence(list(probabilities.values())),
+    }
+
+
+@pytest.fixture
+def servers() -> Iterator[tuple[Script, Script, FaultServer, FaultServer]]:
+    first, second = Script(), Script()
+    with running(script=first, model="small") as a, running(script=second, model="large") as b:
+        yield first, second, a, b
+
+
+def blocking(a: FaultServer, b: FaultServer, below: float) -> SystemOneClient:
+    strong = SystemOneClient(
+        OpenAI(base_url=b.base_url(), api_key="none", max_retries=0), model="large", api="systemone"
+    )
+    return SystemOneClient(
+        OpenAI(base_url=a.base_url(), api_key="none", max_retries=0),
+        model="small",
+        api="systemone",
+        escalate=Escalation(strong, below),
+    )
+
+
+def test_a_decisions_question_below_the_threshold_is_asked_again_of_the_second_client_and_only_it(
+    servers: tuple[Script, Script, FaultServer, FaultServer],
+) -> None:
+    first, second, a, b = servers
+    first.reply("/systemone", 200, body("small", {"questions[0]": noul(0.95), "questions[1]": choice(0.6)}))
+    second.reply("/systemone", 200, body("large", {"questions[0]": choice(0.1)}))
+    decision = blocking(a, b, 0.8).decisions.create(input=INPUT, questions=QUESTIONS)
+    # Only the unsure question went to the second server, about the same input.
+    (asked,) = second.bodies("/systemone")
+    assert len(asked["questions"]) == 1 and "What is the message about?" in str(asked["questions"])
+    assert INPUT in str(asked)
+    refund, topic = decision.answers
+    assert isinstance(refund, DecisionPredicate) and refund.probability == pytest.approx(0.95)
+    assert isinstance(topic, DecisionChoice) and topic.choice == "shipping" and topic.name == "topic"
+    routes = decision.debug["escalation"]["questions"]
+    assert routes["questions[1]"]["answered_by"] == "second"
+    assert (routes["questions[1]"]["confidence"], routes["questions[1]"]["below"]) == (
+        pytest.approx(0.6),
+        0.8,
+    )
+    assert routes["questions[1]"]["first"]["choice"] == "billing"
+    assert routes["questions[1]"]["second"]["choice"] == "shipping"
+    assert routes["questions[0]"]["answered_by"] == "first" and routes["questions[0]"]["escalated"] is False
+    named = decision.debug["escalation"]["servers"]
+    assert (named["first"]["model"], named["second"]["model"]) == ("small", "large")
+    assert decision.usage.requests == 2 and decision.usage.input_tokens == 20
+    openai.types.Decision.model_validate(decision.to_api())
+
+
+def test_a_decisions_call_sure_of_every_answer_asks_the_second_client_nothing(
+    servers: tuple[Script, Script, FaultServer, FaultServer],
+) -> None:
+    first, second, a, b = servers
+    first.reply("/systemone", 200, body("small", {"questions[0]": noul(0.1), "questions[1]": choice(0.8)}))
+    decision = blocking(a, b, 0.8).decisions.create(input=INPUT, questions=QUESTIONS)
+    assert second.requests == []
+    assert [r["answered_by"] for r in decision.debug["escalation"]["questions"].values()] == [
+        "first",
+        "first",
+    ]
+    assert decision.usage.requests == 1
+
+
+def test_a_second_client_that_fails_leaves_the_first_decisions_answer_with_its_failure_typed(
+    servers: tuple[Script, Script, FaultServer, FaultServer],
+) -> None:
+    first, second, a, b = servers
+    first.reply("/systemone", 200, body("small", {"questions[0]": noul(0.55), "questions[1]": choice(0.9)}))
+    second.reply("/systemone", 400, {"error": {"message": "model large is not loaded"}})
+    decision = blocking(a, b, 0.8).decisions.create(input=INPUT, questions=QUESTIONS)
+    refund = decision.answers[0]
+    assert isinstance(refund, DecisionPredicate) and refund.probability == pytest.approx(0.55)
+    route = decision.debug["escalation"]["questions"]["questions[0]"]
+    assert route["answered_by"] == "first" and route["escalated"] is True
+    assert route["failure"]["type"] == "ProviderError"
+    assert "not loaded" in route["failure"]["message"]
+
+
+def test_a_refused_decisions_question_is_asked_again_of_the_second_client(
+    servers: tuple[Script, Script, FaultServer, FaultServer],
+) -> None:
+    first, second, a, b = servers
+    # Asked on Chat Completions one question at a time: the predicate answered, the choice refused.
+    first.reply("/chat/completions", 200, chat_label())
+    first.reply("/chat/completions", 200, REFUSAL)
+    second.reply("/systemone", 200, body("large", {"questions[0]": choice(0.9)}))
+    strong = SystemOneClient(
+        OpenAI(base_url=b.base_url(), api_key="none", max_retries=0), model="large", api="systemone"
+    )
+    weak = SystemOneClient(
+        OpenAI(base_url=a.base_url(), api_key="none", max_retries=0),
+        model="small",
+        api="chat_completions",
+        method="logprobs",
+        max_concurrency=1,
+        escalate=Escalation(strong, 0.5),  # any answer's top probability is at least 0.5: only the refusal
+    )
+    decision = weak.decisions.create(input=INPUT, questions=QUESTIONS)
+    topic = decision.answers[1]
+    assert isinstance(topic, DecisionChoice) and topic.choice == "billing"
+    routes = decision.debug["escalation"]["questions"]
+    assert routes["questions[1]"]["answered_by"] == "second" and routes["questions[1]"]["confidence"] == 0.0
+    assert routes["questions[1]"]["first"] == DecisionRefusal("topic").to_api()
+    assert routes["questions[0]"]["answered_by"] == "first"
+    assert len(second.bodies("/systemone")) == 1
+
+
+def test_the_async_client_escalates_a_decisions_call_alike(
+    servers: tuple[Script, Script, FaultServer, FaultServer],
+) -> None:
+    first, second, a, b = servers
+    first.reply("/systemone", 200, body("small", {"questions[0]": noul(0.95), "questions[1]": choice(0.6)}))
+    second.reply("/systemone", 200, body("large", {"questions[0]": choice(0.1)}))
+
+    async def asked() -> Any:
+        strong = AsyncSystemOneClient(
+            AsyncOpenAI(base_url=b.base_url(), api_key="none", max_retries=0), model="large", api="systemone"
+        )
+        weak = AsyncSystemOneClient(
+            AsyncOpenAI(base_url=a.base_url(), api_key="none", max_retries=0),
+            model="small",
+            api="systemone",
+            escalate=Escalation(strong, 0.8),
+        )
+        return await weak.decisions.create(input=INPUT, questions=QUESTIONS)
+
+    decision = asyncio.run(asked())
+    assert len(second.bodies("/systemone")) == 1
+    topic = decision.answers[1]
+    assert isinstance(topic, DecisionChoice) and topic.choice == "shipping"
+    assert decision.debug["escalation"]["questions"]["questions[1]"]["answered_by"] == "second"
+    assert decision.usage.requests == 2
