@@ -14,8 +14,9 @@ import openai.types
 import pytest
 from openai import AsyncOpenAI, OpenAI
 
-from jevper import AsyncSystemOneClient, Escalation, SystemOneClient
+from jevper import AsyncSystemOneClient, ConfigError, Escalation, SystemOneClient
 from jevper._distribution import choice_confidence
+from jevper.calibration import Binding, Calibration, Calibrator, QuestionCalibration, Threshold, prompt_digest
 from jevper.decisions import DecisionChoice, DecisionPredicate, DecisionRefusal
 from jevper.testing.bodies import chat_label
 from jevper.testing.faults import FaultServer, running
@@ -193,3 +194,70 @@ def test_the_async_client_escalates_a_decisions_call_alike(
     assert isinstance(topic, DecisionChoice) and topic.choice == "shipping"
     assert decision.debug["escalation"]["questions"]["questions[1]"]["answered_by"] == "second"
     assert decision.usage.requests == 2
+
+
+FIT: dict[str, Any] = {
+    "refund": {"type": "noul", "instructions": "Does the customer want money back?"},
+    "topic": {
+        "type": "choice",
+        "instructions": "What is the message about?",
+        "criteria": {"billing": None, "shipping": None},
+    },
+}
+
+
+def thresholds(**by_question: Threshold) -> Calibration:
+    """An identity calibration of the questions, by name, each with the guaranteed threshold given."""
+    bound = Binding("faults", "test", "small", "native", "systemone", prompt_digest(FIT))
+    kinds = {"refund": ("noul", ("true", "false")), "topic": ("choice", ("billing", "shipping"))}
+    questions = {
+        name: QuestionCalibration(*kinds[name], Calibrator("identity"), {}, threshold=threshold)
+        for name, threshold in by_question.items()
+    }
+    return Calibration(bound, questions, folds=5, seed=0).with_layouts(FIT)
+
+
+def test_auto_holds_each_decisions_answer_to_its_questions_threshold_by_name_and_label(
+    servers: tuple[Script, Script, FaultServer, FaultServer],
+) -> None:
+    first, second, a, b = servers
+    calibration = thresholds(
+        refund=Threshold(0.9, 0.1, 200, top_probability=0.5),
+        topic=Threshold(0.9, 0.1, 200, top_probability=0.5, per_label={"billing": 0.7}),
+    )
+    # billing's own threshold (0.7) is above its 0.65; refund's 0.9 is above the question's 0.5.
+    first.reply("/systemone", 200, body("small", {"questions[0]": noul(0.9), "questions[1]": choice(0.65)}))
+    second.reply("/systemone", 200, body("large", {"questions[0]": choice(0.2)}))
+    strong = SystemOneClient(
+        OpenAI(base_url=b.base_url(), api_key="none", max_retries=0), model="large", api="systemone"
+    )
+    weak = SystemOneClient(
+        OpenAI(base_url=a.base_url(), api_key="none", max_retries=0),
+        model="small",
+        api="systemone",
+        calibration=calibration,
+        escalate=Escalation(strong, "auto"),
+    )
+    decision = weak.decisions.create(input=INPUT, questions=QUESTIONS)
+    routes = decision.debug["escalation"]["questions"]
+    assert (routes["questions[0]"]["answered_by"], routes["questions[0]"]["below"]) == ("first", 0.5)
+    assert (routes["questions[1]"]["answered_by"], routes["questions[1]"]["below"]) == ("second", 0.7)
+    assert decision.debug["escalation"]["below"] == "auto"
+    assert len(second.requests) == 1
+
+
+def test_auto_without_a_threshold_for_a_decisions_question_is_refused_before_any_request(
+    servers: tuple[Script, Script, FaultServer, FaultServer],
+) -> None:
+    first, second, a, b = servers
+    strong = SystemOneClient(OpenAI(base_url=b.base_url(), api_key="none"), model="large", api="systemone")
+    weak = SystemOneClient(
+        OpenAI(base_url=a.base_url(), api_key="none"),
+        model="small",
+        api="systemone",
+        calibration=thresholds(topic=Threshold(0.9, 0.1, 200, top_probability=0.5)),
+        escalate=Escalation(strong, "auto"),
+    )
+    with pytest.raises(ConfigError, match="expected a guaranteed threshold for question 'refund'"):
+        weak.decisions.create(input=INPUT, questions=QUESTIONS)
+    assert first.requests == [] and second.requests == []
