@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 #: One short three-option question in the System One API's shape: one request per row and a short
-#: prompt, so the equality test's 700 requests (200 rows on each engine, 100 again alone) stay cheap.
+#: prompt, so the equality test's 350 requests (100 rows on each engine, 50 again alone) stay cheap.
 QUESTION: dict[str, Any] = {
     "topic": {"type": "choice", "criteria": {"billing": "a charge", "bug": "a crash", "other": "else"}}
 }
