@@ -107,6 +107,7 @@ def upstream_client(
         extra_body=config.extra_body,
         max_concurrency=config.pool,
         timeout=config.timeout,
+        retry=config.retry,
         calibration=config.calibration,
         option_orders=config.option_orders,
         cache=config.cache,
@@ -155,7 +156,7 @@ class Gateway:
             return made
 
         specs = [Upstream(url, model, slots=config.pool) for url, model in config.upstreams]
-        self.pool = Upstreams(specs, connect)
+        self.pool = Upstreams(specs, connect, cool_down=config.cool_down_s)
         self.in_flight = 0
         self._keys = [key.encode() for key in config.api_keys]
         self.shadow: Shadow | None = None

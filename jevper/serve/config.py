@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from jevper._errors import ConfigError as ConfigError  # re-exported for the gateway's modules
-from jevper._failure import redacted_url
+from jevper._failure import RetryPolicy, redacted_url
 from jevper._http import has_credentials
 from jevper._wire import PROMPT_RECORDS, prompt_record
 from jevper.calibration import Calibration
@@ -67,6 +67,13 @@ class GatewayConfig:
     #: Seconds a request's body may take to arrive; a slower one is a 408 (it holds no slot meanwhile).
     body_timeout: float = 30.0
     retry_after_s: int = 1  # what a 429 asks the client to wait
+    #: How each upstream's client asks a request again after a transient failure (its retries and their
+    #: delays, jevper.RetryPolicy) before the pool moves the request to another upstream. None: no retry
+    #: of the client's own for an OpenAI-style upstream, the anthropic SDK's own for a Messages one.
+    retry: RetryPolicy | None = None
+    #: Seconds an upstream that failed is out before a request is sent to it again, doubled with each
+    #: failure in a row (up to 30 s); the background check (``recheck_s``) may put it back in sooner.
+    cool_down_s: float = 1.0
     #: More upstreams beyond the first, (base URL, model) each, every one with a pool of its own; a request
     #: goes to the one with the most room, and one that fails is taken out while the others answer.
     more_upstreams: tuple[tuple[str, str], ...] = ()

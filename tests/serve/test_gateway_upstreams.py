@@ -14,6 +14,7 @@ import pytest
 from _asgi_gateway import in_process
 from starlette.testclient import TestClient
 
+from jevper import RetryPolicy
 from jevper.serve import GatewayConfig, create_app
 from jevper.serve.cli import parser
 from jevper.serve.config import ConfigError
@@ -124,11 +125,27 @@ def test_requests_spread_over_the_upstreams_by_room() -> None:
     assert sorted(served.values()) == [2, 2], served  # four at once over two pools of two
 
 
+def test_an_upstream_that_failed_is_out_for_the_gateways_cool_down() -> None:
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    config = GatewayConfig(upstream=dead, model="m", api="chat_completions", recheck_s=60, cool_down_s=0.01)
+    with TestClient(create_app(config)) as client:
+        started = time.monotonic()
+        replies = [client.post("/v1/systemone", json=ONE).status_code for _ in range(3)]
+        took = time.monotonic() - started
+    # Three failures in a row, the first two each followed by its cool-down (1 s and 2 s by default).
+    assert replies == [502, 502, 503] and took < 1.0, (replies, took)
+
+
+#: The dead upstreams below are out for 10 ms, then 20 ms, instead of 1 s and 2 s: the cool-down itself is
+#: test_an_upstream_that_failed_is_out_for_the_gateways_cool_down's proof (and the pool's, in
+#: tests/batch/test_batch_upstreams.py).
 def test_with_every_upstream_out_health_is_a_503_naming_each_to_a_caller_with_a_key(
     healthy: FaultServer,
 ) -> None:
     dead = [f"http://127.0.0.1:{free_port()}/v1", f"http://127.0.0.1:{free_port()}/v1"]
-    with TestClient(create_app(two(*dead, recheck_s=60, timeout=2, api_keys=(KEY,)))) as client:
+    with TestClient(
+        create_app(two(*dead, recheck_s=60, timeout=2, api_keys=(KEY,), cool_down_s=0.01))
+    ) as client:
         reply = client.post("/v1/systemone", json=ONE, headers=AUTH)
         assert reply.status_code == 502 and "every upstream asked failed" in reply.json()["detail"]["message"]
         state = client.get("/health", headers=AUTH)
@@ -143,7 +160,9 @@ def test_health_and_the_503_tell_the_public_how_many_upstreams_are_out_but_not_w
     secret = f"http://user:s3cret@127.0.0.1:{free_port()}/v1"
     dead = [secret, f"http://127.0.0.1:{free_port()}/v1"]
     for keys in ((), (KEY,)):
-        with TestClient(create_app(two(*dead, recheck_s=60, timeout=2, api_keys=keys))) as client:
+        with TestClient(
+            create_app(two(*dead, recheck_s=60, timeout=2, api_keys=keys, cool_down_s=0.01))
+        ) as client:
             headers = AUTH if keys else {}
             replies = [client.post("/v1/systemone", json=ONE, headers=headers) for _ in range(4)]
             public = client.get("/health")
@@ -190,6 +209,21 @@ def test_an_upstreams_model_id_may_hold_slashes_as_vllms_ids_do() -> None:
     ]
     config = planned(args)
     assert config.upstreams[0] == ("http://h:8000/v1", "meta-llama/Llama-3.1-8B")
+
+
+def test_each_upstreams_client_retries_as_the_gateways_retry_setting_says() -> None:
+    with running(model="smollm2") as server:
+        config = GatewayConfig(
+            upstream=server.base_url("connection-reset"),
+            model="smollm2",
+            api="chat_completions",
+            recheck_s=60,
+            retry=RetryPolicy(n_retries=1, base_delay=0.05),
+        )
+        with TestClient(create_app(config)) as client:
+            assert client.post("/v1/systemone", json=ONE).status_code == 502
+    asked = [served.fault for served in server.log if served.method == "POST"]
+    assert asked == ["connection-reset"] * 2  # the request and one retry (without the setting: no retry)
 
 
 def test_an_upstream_given_twice_is_refused_at_start_up(healthy: FaultServer) -> None:
