@@ -43,6 +43,9 @@ DEFAULT_TIMEOUT = 60.0
 #: noticed soon after.
 RESTART_PATIENCE_S = 30.0
 RESTART_COOL_DOWN_S = 4.0
+#: How long a server that failed is out before it is asked again, doubled with each failure in a row (up
+#: to RESTART_COOL_DOWN_S).
+COOL_DOWN_S = 1.0
 #: The answered states a classifier keeps in memory (their digests and answers), for the rows that carry
 #: them again: beyond them, the least lately answered is forgotten and, seen again, asked again, which
 #: the answer cache answers with no request.
@@ -98,7 +101,9 @@ class BatchClassifier:
     the input columns to keep. ``concurrency``: rows in flight at once (default: every server's slots).
     ``max_retries``: how many times a row is asked again, elsewhere, after a server failed it (and past
     them for up to ``patience`` seconds, default RESTART_PATIENCE_S, while the failure may pass: a
-    restart; 0 gives up as soon as the retries are spent). ``api``, ``method``, ``extra_body``,
+    restart; 0 gives up as soon as the retries are spent). ``cool_down``: how many seconds a server that
+    failed is out before it is asked again (default COOL_DOWN_S), doubled with each failure in a row up to
+    RESTART_COOL_DOWN_S. ``api``, ``method``, ``extra_body``,
     ``timeout``, ``calibration`` (a ``Calibration`` or its file, loaded once, here) and ``option_orders`` (a
     choice asked in that many orders of its options, averaged) are the client's; with a calibration,
     ``api`` and ``method`` left "auto" ask as the calibration was fit (its surface and method), so that
@@ -131,6 +136,7 @@ class BatchClassifier:
         timeout: float = DEFAULT_TIMEOUT,
         max_retries: int = DEFAULT_MAX_RETRIES,
         patience: float = RESTART_PATIENCE_S,
+        cool_down: float = COOL_DOWN_S,
         calibration: Calibration | str | os.PathLike[str] | None = None,
         option_orders: int = 1,
         cache: str | os.PathLike[str] | None = None,
@@ -158,9 +164,18 @@ class BatchClassifier:
             raise ConfigError(f"max_retries: expected an integer of at least 0, got {max_retries!r}")
         if isinstance(patience, bool) or not isinstance(patience, int | float) or not 0 <= patience < 1e6:
             raise ConfigError(f"patience: expected seconds from 0 to 1e6, got {patience!r}")
+        if (
+            isinstance(cool_down, bool)
+            or not isinstance(cool_down, int | float)
+            or not 0 < cool_down <= RESTART_COOL_DOWN_S
+        ):
+            raise ConfigError(
+                f"cool_down: expected seconds above 0 and at most {RESTART_COOL_DOWN_S:g}, got {cool_down!r}"
+            )
         self.concurrency = concurrency or sum(s.slots for s in self.servers)
         self.max_retries = max_retries
         self.patience = float(patience)
+        self.cool_down = float(cool_down)
         self.client_options: dict[str, Any] = {
             "api": api,
             "method": method,
@@ -421,6 +436,7 @@ class BatchClassifier:
             self._pool = Upstreams(
                 self.servers,
                 self._connect,
+                cool_down=self.cool_down,
                 max_cool_down=RESTART_COOL_DOWN_S,
                 patience=self.patience,
             )

@@ -18,6 +18,7 @@ from typing import Any
 
 from jevper import ConfigError, Escalation, InvalidQuestionError
 from jevper.batch._core import (
+    COOL_DOWN_S,
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,
     RESTART_PATIENCE_S,
@@ -149,6 +150,14 @@ def parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how long rows wait for servers that fail for a reason that may pass (a restart) before "
         f"the run stops with status 3 (default: {RESTART_PATIENCE_S:g})",
+    )
+    p.add_argument(
+        "--cool-down",
+        type=float,
+        default=COOL_DOWN_S,
+        metavar="SECONDS",
+        help="how long a server that failed is out before it is asked again, doubled with each failure in "
+        f"a row (default: {COOL_DOWN_S:g})",
     )
     p.add_argument(
         "--engine",
@@ -348,6 +357,7 @@ def _main(args: argparse.Namespace) -> int:
                 timeout=args.timeout,
                 max_retries=args.max_retries,
                 patience=args.patience,
+                cool_down=args.cool_down,
                 calibration=args.calibration,
                 option_orders=args.option_orders,
                 cache=args.cache,
@@ -425,6 +435,7 @@ def _on_engine(args: argparse.Namespace, asked: dict[str, Any], classifier: Batc
         "escalate": classifier.escalation,
         "max_retries": args.max_retries,
         "patience": args.patience,
+        "cool_down": args.cool_down,
     }
     tally = run_engine(
         args.engine,

@@ -215,6 +215,24 @@ def test_when_no_server_can_be_reached_the_run_stops_with_status_3(
     assert not (tmp_path / "out.parquet").exists()
 
 
+def test_a_server_that_failed_is_out_for_the_cool_down_the_command_line_gives(
+    tmp_path: Path, questions: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        gone = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    rows = write_rows(tmp_path / "in.jsonl", 4)
+    argv = [str(rows), str(tmp_path / "out.parquet"), "--questions", str(questions), "--base-url", gone,
+            "--model", "m", "--patience", "0", "--cool-down", "0.01"]  # fmt: skip
+    started = time.monotonic()
+    assert main(argv) == 3
+    took = time.monotonic() - started
+    # Given up after three failures in a row, the first two each followed by its cool-down (1 s and 2 s
+    # by default).
+    assert took < 1.0, took
+    assert "expected one of 1 server(s) to answer, got 3 failures in a row" in capsys.readouterr().err
+
+
 def test_a_run_sigkilled_mid_way_and_resumed_holds_each_id_once_and_asks_again_only_rows_in_flight(
     faults: FaultServer, tmp_path: Path, batch_cli: Callable[..., Ran], questions: Path
 ) -> None:
@@ -337,7 +355,7 @@ def test_resume_refuses_another_model_api_method_or_extra_body_naming_both_and_g
         flags = {**settings, **{f"--{k.replace('_', '-')}": v for k, v in changed.items()}}
         return [rows, "out.parquet", "--questions", questions, "--base-url", server, *sum(flags.items(), ())]
 
-    first = batch_cli(*asked(gone), "--patience", "0", cwd=tmp_path)  # no restart to wait for
+    first = batch_cli(*asked(gone), "--patience", "0", "--cool-down", "0.01", cwd=tmp_path)  # no restart
     assert first.returncode == 3, first.stderr
     before = posts(faults)
     for changed, said in [

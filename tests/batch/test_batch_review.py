@@ -136,7 +136,7 @@ def test_a_resumed_run_writes_its_review_and_so_does_a_resume_of_a_finished_one(
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         gone = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
-    assert run(tmp_path, gone, "--review-below", "0.6", "--patience", "0") == 3
+    assert run(tmp_path, gone, "--review-below", "0.6", "--patience", "0", "--cool-down", "0.01") == 3
     assert not review_path(tmp_path / "out.csv").exists()
     assert run(tmp_path, faults.base_url(), "--review-below", "0.6", "--resume") == 1
     assert ids(tmp_path / "out.review.csv") == ["0", "1", "3", "4", "5"]
