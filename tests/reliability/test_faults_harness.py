@@ -190,13 +190,14 @@ def test_a_server_that_is_not_there_exits_3_and_writes_nothing(tmp_path: Path) -
 
 
 def test_a_run_whose_every_request_is_refused_busy_exits_1_with_every_probe_a_fault(
-    faults: FaultServer, tmp_path: Path
+    faults_at_once: FaultServer, tmp_path: Path
 ) -> None:
+    # Busy with Retry-After: 0 (the wait it asks for is not what this test proves).
     argv = [
         "--server",
         "llamacpp",
         "--base-url",
-        faults.base_url("503-retry-after"),
+        faults_at_once.base_url("503-retry-after"),
         "--release",
         "b1",
     ]
