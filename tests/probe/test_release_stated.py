@@ -159,3 +159,31 @@ def test_spawn_stops_when_the_started_server_states_another_release_than_asked(
     err = capsys.readouterr().err
     assert "--release: expected the started vllm to be 0.33.0, it states 0.32.0; nothing was run" in err
     assert handler.posts == []
+
+
+class _Slots(_Started):
+    """The llama.cpp spawner's server of two slots: the release asked, named for its slots."""
+
+    kind = "llamacpp"
+    releases: tuple[str, ...] = ("b11549",)
+
+    @contextlib.contextmanager
+    def start(self, options: object, api_key: str | None) -> Iterator[SpawnedServer]:
+        yield SpawnedServer(self.url, "smollm2", "llamacpp", "b11549-2slots", "smollm2", (), self.log)
+
+
+def test_spawn_takes_the_release_asked_named_for_a_variant_of_the_recipe(
+    llama: tuple[str, type[_Llama]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # --release b11549 --llamacpp-slots 2 starts b11549, which states b11549-2slots: a recording of its own.
+    url, _ = llama
+    monkeypatch.setattr(cli, "load_spawner", lambda module, kind: _Slots(url, tmp_path))
+    argv = ["--server", "llamacpp", "--spawn", "--release", "b11549", "--only", "chat-bad-path"]
+    status = cli.main([*argv, "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert "--release: expected" not in err
+    assert status != cli.EXIT_USAGE
+    assert (tmp_path / "fixtures" / "llamacpp-b11549-2slots" / "results.json").is_file()
