@@ -52,6 +52,8 @@ class SystemOneClient(BaseClient):
         # One GET /models per model, also when several threads make their first call at once.
         self._discovery = threading.Lock()
         self._pace = _spread.Pace()  # whether the server makes this client's questions wait
+        # max_concurrency holds across calls made at once: the callers' threads ask questions too.
+        self._in_flight = threading.BoundedSemaphore(self._options.max_concurrency)
 
     def system_one(
         self,
@@ -162,8 +164,9 @@ class SystemOneClient(BaseClient):
         workers = min(call.options.max_concurrency, len(call.questions))
 
         def asked(item: tuple[str, Question]) -> T:
-            self._check_open()  # a question not started when the client closed is not asked
-            return work(call, *item)
+            with self._in_flight:
+                self._check_open()  # a question not started when the client closed is not asked
+                return work(call, *item)
 
         return _spread.spread(self._executor, call.questions, asked, workers, self._pace)
 

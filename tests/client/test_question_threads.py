@@ -120,3 +120,34 @@ def test_after_a_call_whose_questions_waited_the_next_starts_them_all_at_once(
     response = asker.system_one(state="I was charged twice.", questions=SIX)
     assert list(response.answers) == list(SIX)
     assert loopback.most_in_flight == len(SIX)
+
+
+def test_max_concurrency_bounds_the_clients_requests_across_calls_made_at_once(loopback: Any) -> None:
+    # Five callers at once, each asking a call of one question or of two: the client's limit of two
+    # holds across them, the callers' own threads included (they ask their calls' first questions).
+    loopback.delay = 0.3
+    for _ in range(8):
+        loopback.reply("/chat/completions", 200, LABEL)
+    sdk = OpenAI(base_url=loopback.url, api_key="local", max_retries=0)
+    shared = SystemOneClient(
+        sdk, model="smollm2", method="logprobs", api="chat_completions", max_concurrency=2
+    )
+    calls = [
+        {"q": INTENT},
+        {"q": INTENT, "r": INTENT},
+        {"q": INTENT},
+        {"q": INTENT, "r": INTENT},
+        {"q": INTENT},
+    ]
+    answered: list[int] = []
+
+    def ask(questions: dict[str, Choice]) -> None:
+        answered.append(len(shared.system_one(state="I was charged twice.", questions=questions).answers))
+
+    callers = [threading.Thread(target=ask, args=(questions,)) for questions in calls]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(timeout=30)
+    assert sorted(answered) == [1, 1, 1, 2, 2]
+    assert loopback.most_in_flight == 2
