@@ -124,20 +124,8 @@ def test_a_resume_with_another_calibration_or_none_is_refused_and_goes_on_with_t
     path, other = tmp_path / "calibration.json", tmp_path / "other.json"
     CALIBRATION.save(path)
     dataclasses.replace(CALIBRATION, folds=3).save(other)
-    assert (
-        run(
-            tmp_path,
-            faults,
-            "--calibration",
-            str(path),
-            "--patience",
-            "0",
-            "--cool-down",
-            "0.01",
-            server=gone,
-        )
-        == 3
-    )
+    at_once = ("--patience", "0", "--cool-down", "0.01")  # a run that fails on the gone server at once
+    assert run(tmp_path, faults, "--calibration", str(path), *at_once, server=gone) == 3
     capsys.readouterr()
     for given in (["--calibration", str(other)], []):
         assert run(tmp_path, faults, *given, "--resume") == 2
