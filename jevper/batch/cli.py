@@ -41,6 +41,7 @@ from jevper.servers.flags import (
     API_KEY_HELP,
     HelpFormatter,
     Renamed,
+    add_cache_arguments,
     add_escalation_arguments,
     add_option_orders_argument,
     api_key,
@@ -189,20 +190,11 @@ def parser() -> argparse.ArgumentParser:
         "holds; refused when fit for another model, method, surface or question layout (default: none)",
     )
     add_option_orders_argument(p)
-    p.add_argument(
-        "--cache",
-        type=Path,
-        metavar="FILE",
-        help="an SQLite file of answers, made if missing: a row asked before (same server, model, questions, "
+    add_cache_arguments(
+        p,
+        "an SQLite file of answers, made if missing: a row asked before (same server, model, questions, "
         "state, settings and calibration) is answered from it without a request, and each answer asked is "
-        "written to it (default: none)",
-    )
-    p.add_argument(
-        "--cache-mode",
-        choices=("read-write", "read", "write", "off"),
-        default="read-write",
-        help="read: answer from --cache, never write; write: always ask, then write; off: leave it alone "
-        "(default: read-write)",
+        "written to it",
     )
     p.add_argument(
         "--dry-run",

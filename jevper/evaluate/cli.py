@@ -48,6 +48,7 @@ from jevper.servers.flags import (
     API_KEY_HELP,
     HelpFormatter,
     Renamed,
+    add_cache_arguments,
     add_option_orders_argument,
     api_key,
     renamed,
@@ -229,19 +230,11 @@ def parser() -> argparse.ArgumentParser:
         help="the prompt surface, as the batch's --api (default: what the answers record; asked: auto)",
     )
     add_option_orders_argument(binding)
-    p.add_argument(
-        "--cache",
-        type=Path,
-        metavar="FILE",
-        help="with --base-url or --spawn: the batch's answer cache, an SQLite file made if missing: a row "
+    add_cache_arguments(
+        p,
+        "with --base-url or --spawn: the batch's answer cache, an SQLite file made if missing: a row "
         "asked before (same server, model, questions, state, settings) is answered from it without a "
-        "request, and each answer asked is written to it (default: none)",
-    )
-    p.add_argument(
-        "--cache-mode",
-        choices=("read-write", "read", "write", "off"),
-        default="read-write",
-        help="read: answer from --cache, never write; write: always ask, then write; off: leave it alone",
+        "request, and each answer asked is written to it",
     )
     p.add_argument(
         "--dry-run",

@@ -24,6 +24,7 @@ from jevper.servers.console import missing_extra
 from jevper.servers.flags import (
     HelpFormatter,
     Renamed,
+    add_cache_arguments,
     add_escalation_arguments,
     add_option_orders_argument,
     check_escalation,
@@ -156,20 +157,11 @@ def parser() -> argparse.ArgumentParser:
         metavar="N",
         help="requests waiting for the shadow at most; one more is dropped and counted",
     )
-    p.add_argument(
-        "--cache",
-        type=Path,
-        metavar="FILE",
-        help="an SQLite file of answers, made if missing: a request asked before (same upstream, model, "
+    add_cache_arguments(
+        p,
+        "an SQLite file of answers, made if missing: a request asked before (same upstream, model, "
         "questions, state, settings and calibration) is answered from it with no upstream request; replicas "
-        "on one machine may share the file; hits and misses are counted in /metrics (default: none)",
-    )
-    p.add_argument(
-        "--cache-mode",
-        choices=("read-write", "read", "write", "off"),
-        default="read-write",
-        help="read: answer from --cache, never write; write: always ask upstream, then write; off: leave it "
-        "alone",
+        "on one machine may share the file; hits and misses are counted in /metrics",
     )
     return p
 

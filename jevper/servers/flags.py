@@ -55,6 +55,22 @@ def add_option_orders_argument(parser: argparse.ArgumentParser | argparse._Argum
     )
 
 
+#: What ``--cache-mode`` takes: the clients' ``cache_mode`` values.
+CACHE_MODES = ("read-write", "read", "write", "off")
+
+
+def add_cache_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cache_help: str) -> None:
+    """``--cache FILE`` (the answer cache, jevper._cache; ``cache_help`` says what it answers in this
+    command) and ``--cache-mode``: one spelling and one set of modes for every command that has one."""
+    parser.add_argument("--cache", type=Path, metavar="FILE", help=f"{cache_help} (default: none)")
+    parser.add_argument(
+        "--cache-mode",
+        choices=CACHE_MODES,
+        default="read-write",
+        help="read: answer from --cache, never write; write: always ask, then write; off: leave it alone",
+    )
+
+
 def _at_least_one(text: str) -> int:
     try:
         value = int(text)
