@@ -60,7 +60,7 @@ async def ask(
     (``Progress``)."""
     source = Input(labelled)
     checked = source.check(id_column)
-    classifier = classifier_for(
+    classifier = BatchClassifier(
         questions,
         servers,
         id_column=id_column,
@@ -97,32 +97,6 @@ async def ask(
     return output
 
 
-def classifier_for(
-    questions: Mapping[str, Any],
-    servers: Sequence[Server],
-    *,
-    id_column: str = "id",
-    state_column: str = "state",
-    api: str = "auto",
-    method: str = "auto",
-    option_orders: int = 1,
-    cache: Path | None = None,
-    cache_mode: str = "read-write",
-) -> BatchClassifier:
-    """The batch core that asks the labelled rows (and that the dry run prices)."""
-    return BatchClassifier(
-        questions,
-        servers,
-        id_column=id_column,
-        state_column=state_column,
-        api=api,
-        method=method,
-        option_orders=option_orders,
-        cache=cache,
-        cache_mode=cache_mode,
-    )
-
-
 async def previewed(
     labelled: Path,
     runs: Sequence[tuple[str, Mapping[str, Any], Sequence[Any] | None]],
@@ -141,7 +115,7 @@ async def previewed(
         rows.extend(state_values(batch.column(state_column)))
     found = []
     for name, questions, states in runs:
-        classifier = classifier_for(
+        classifier = BatchClassifier(
             questions, servers, id_column=id_column, state_column=state_column, **options
         )
         try:
