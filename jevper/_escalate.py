@@ -24,8 +24,9 @@ from typing import Any, Literal, Protocol
 
 from jevper._distribution import renormalised, top_probability
 from jevper._errors import ConfigError
+from jevper._usage import plus
 from jevper.calibration import Calibration, threshold_for
-from jevper.models import Answer, ChoiceAnswer, NoulAnswer, SystemOneResponse, Usage
+from jevper.models import Answer, ChoiceAnswer, NoulAnswer, SystemOneResponse
 from jevper.questions import Question
 
 AUTO = "auto"
@@ -154,27 +155,28 @@ class Reported(Protocol):
 
 @dataclass(frozen=True)
 class Routed:
-    """The route one question's answer took: who answered (``"first"`` or ``"second"``), why (the first
-    answer's top probability and the threshold), both answers, and the second server's failure, typed
-    (its error's class name and message), if it failed."""
+    """The route one question's answer took: who answered (``"first"`` or ``"second"``), why (its
+    ``Verdict``: the first answer's top probability and the threshold), both answers, and the second
+    server's failure, typed (its error's class name and message), if it failed."""
 
     answered_by: Literal["first", "second"]
-    confidence: float
-    below: float | None
+    verdict: Verdict
     first: Reported
     second: Reported | None = None
     failure: tuple[str, str] | None = None
 
-    @property
-    def escalated(self) -> bool:
-        return self.below is None or self.confidence < self.below
+    def failed(self, error: Exception) -> Routed:
+        """This route with the second server's failure noted: its class name and its message (any
+        character the message cannot carry as UTF-8 escaped)."""
+        said = str(error).encode("utf-8", "backslashreplace").decode("utf-8")
+        return replace(self, failure=(type(error).__name__, said))
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "answered_by": self.answered_by,
-            "escalated": self.escalated,
-            "confidence": self.confidence,
-            "below": self.below,
+            "escalated": self.verdict.escalated,
+            "confidence": self.verdict.confidence,
+            "below": self.verdict.below,
             "first": self.first.to_api(),
             "second": None if self.second is None else self.second.to_api(),
             "failure": None
@@ -197,10 +199,9 @@ def merged(
     answers = dict(response.answers)
     for qid, first in response.answers.items():
         found = verdicts[qid]
-        route = Routed("first", found.confidence, found.below, first)
+        route = Routed("first", found, first)
         if found.escalated and isinstance(second, Exception):
-            said = str(second).encode("utf-8", "backslashreplace").decode("utf-8")
-            route = replace(route, failure=(type(second).__name__, said))
+            route = route.failed(second)
         elif found.escalated and isinstance(second, SystemOneResponse) and qid in second.answers:
             answers[qid] = second.answers[qid]
             route = replace(route, answered_by="second", second=second.answers[qid])
@@ -222,21 +223,4 @@ def merged(
         usage=usage,
         reasoning=reasoning,
         debug={**response.debug, "escalation": trace},
-    )
-
-
-def plus(a: Usage, b: Usage) -> Usage:
-    """Two calls' usage summed; a count either did not report stays None."""
-
-    def summed(x: int | None, y: int | None) -> int | None:
-        return None if x is None or y is None else x + y
-
-    return Usage(
-        summed(a.input_tokens, b.input_tokens),
-        summed(a.output_tokens, b.output_tokens),
-        summed(a.reasoning_tokens, b.reasoning_tokens),
-        summed(a.cached_tokens, b.cached_tokens),
-        a.n_calls + b.n_calls,
-        a.n_retries + b.n_retries,
-        a.latency + b.latency,
     )

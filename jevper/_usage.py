@@ -35,6 +35,20 @@ def _plus(sum_so_far: int | None, count: int | None) -> int | None:
     return None if sum_so_far is None or count is None else sum_so_far + count
 
 
+def plus(a: Usage, b: Usage) -> Usage:
+    """Two calls' usage summed (an escalated call and its second server's); a count either did not
+    report stays None."""
+    return Usage(
+        _plus(a.input_tokens, b.input_tokens),
+        _plus(a.output_tokens, b.output_tokens),
+        _plus(a.reasoning_tokens, b.reasoning_tokens),
+        _plus(a.cached_tokens, b.cached_tokens),
+        a.n_calls + b.n_calls,
+        a.n_retries + b.n_retries,
+        a.latency + b.latency,
+    )
+
+
 class Tally:
     """What a call's requests did that their responses do not say: the retries the transport made; and
     when the call began."""

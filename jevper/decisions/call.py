@@ -443,11 +443,10 @@ def escalated(
     answers = list(response.answers)
     routes: dict[str, Any] = {}
     for i, (first, found) in enumerate(zip(response.answers, verdicts, strict=True)):
-        route = _escalate.Routed("first", found.confidence, found.below, first)
+        route = _escalate.Routed("first", found, first)
         other = seconds.get(i)
         if found.escalated and isinstance(second, Exception):
-            said = str(second).encode("utf-8", "backslashreplace").decode("utf-8")
-            route = replace(route, failure=(type(second).__name__, said))
+            route = route.failed(second)
         elif isinstance(other, DecisionRefusal) and not isinstance(first, DecisionRefusal):
             route = replace(route, second=other, failure=("DecisionRefusal", other.reason or "refused"))
         elif other is not None:
