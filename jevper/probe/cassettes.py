@@ -9,7 +9,9 @@ re-serialized as indented JSON so that fixtures diff cleanly.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+import os
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -208,7 +210,20 @@ class CassetteError(ValueError):
 
 def load_exchanges(path: Path) -> tuple[Exchange, ...]:
     """The exchanges of one cassette file, in the order they were sent, read by vcrpy's own persister
-    and serializer (the one place a cassette is parsed)."""
+    and serializer (the one place a cassette is parsed).
+
+    A version of a file (its inode, size and modification time) is parsed once per process: a report
+    reads the same cassette for its grades, its gate and its page. The exchanges are shared, so they
+    are read, never changed; a file written again is a new version and is parsed again."""
+    try:
+        stat = os.stat(path)
+    except OSError as exc:
+        raise CassetteError(f"{path}: expected a vcrpy cassette, could not read it ({exc})") from exc
+    return _parsed_version(str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=2048)
+def _parsed_version(path: str, inode: int, size: int, mtime_ns: int) -> tuple[Exchange, ...]:
     try:
         requests, responses = FilesystemPersister.load_cassette(path, CassetteSerializer)
     except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError) as exc:
