@@ -1,4 +1,5 @@
-"""A cassette is parsed once per version of its file, and a file written again is read again.
+"""A cassette is parsed once per version of its file, a file written again is read again, and the
+serializer writes each committed cassette byte for byte.
 
 The fixtures are committed recordings (see their own index files for server, release and model).
 """
@@ -10,7 +11,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
+from jevper.probe import cassettes
 from jevper.probe.cassettes import CassetteError, load_exchanges
 
 PROVIDERS = Path(__file__).resolve().parents[1] / "fixtures" / "providers" / "llamacpp-b11549"
@@ -41,3 +44,16 @@ def test_a_cassette_written_again_is_read_again(tmp_path: Path) -> None:
 def test_a_missing_cassette_is_a_cassette_error_naming_the_file(tmp_path: Path) -> None:
     with pytest.raises(CassetteError, match=r"absent\.yaml: expected a vcrpy cassette"):
         load_exchanges(tmp_path / "absent.yaml")
+
+
+def test_every_committed_cassette_is_what_the_serializer_writes_for_its_content() -> None:
+    # The emitter is libyaml's where PyYAML has it; a fixture recorded again must diff only where the
+    # server's answer did.
+    if yaml.__with_libyaml__:
+        assert issubclass(cassettes._LiteralDumper, yaml.CSafeDumper)
+    files = sorted(PROVIDERS.parent.rglob("*.yaml"))
+    assert len(files) > 900
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        written = cassettes.CassetteSerializer.serialize(cassettes.CassetteSerializer.deserialize(text))
+        assert written == text, path
