@@ -241,7 +241,9 @@ def test_an_empty_responses_output_is_malformed_and_auto_keeps_the_model_on_resp
 
 
 @pytest.mark.parametrize("drip", ["slow-drip", "slow-drip-error"])
-@pytest.mark.parametrize("surface", SURFACES)
+# One surface per SDK: the deadline cuts the body where jevper or the SDK reads it, before a surface
+# parses it, and Responses is read by the openai SDK as Chat Completions is.
+@pytest.mark.parametrize("surface", ["chat_completions", "messages"])
 def test_a_slow_drip_is_cut_off_at_the_timeout_and_the_next_question_is_answered(
     faults: FaultServer, surface: str, drip: str
 ) -> None:
