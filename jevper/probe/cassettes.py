@@ -189,9 +189,12 @@ def cassette(recorder: vcr.VCR, path: Path) -> Iterator[Any]:
         yield active
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Exchange:
-    """One recorded request and what came back, as the classifiers see it."""
+    """One recorded request and what came back, as the classifiers see it.
+
+    Compared and hashed as the record it is (by identity): a parsed version of a cassette is shared
+    (``load_exchanges``), so what a reader makes of one exchange can be kept for it."""
 
     method: str
     path: str

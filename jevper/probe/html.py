@@ -12,6 +12,7 @@ every probe of (OpenAI's Decisions route on a server without it); its verdict is
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -22,7 +23,7 @@ from typing import Any
 import jinja2
 
 from jevper._atomic import write_atomically
-from jevper.probe.cassettes import CassetteError, load_exchanges
+from jevper.probe.cassettes import CassetteError, Exchange, load_exchanges
 from jevper.probe.catalogue import SURFACE_TITLES, Catalogue, load_catalogue
 from jevper.probe.diff import same_verdict
 from jevper.probe.presets import load_presets
@@ -297,13 +298,17 @@ def served(recording: Recording, catalogue: Catalogue) -> tuple[str, ...]:
     """The surfaces a recording's server serves: those of its kind (`serves`), less any surface whose
     every probe in the catalogue the recording answered 404 to, a route this release does not have."""
 
-    def no_route(surface: str) -> bool:
-        # A probe the recording does not hold (added to the catalogue since) says nothing of the route.
-        held = (recording.result(p.id) for p in catalogue.probes if p.surface == surface)
-        results = [r for r in held if r is not None]
-        return bool(results) and all(r.status == 404 for r in results)
-
-    return tuple(surface for surface in serves(recording.server) if not no_route(surface))
+    # A probe the recording does not hold (added to the catalogue since) says nothing of the route.
+    statuses: dict[str, list[int | None]] = {}
+    for probe in catalogue.probes:
+        result = recording.result(probe.id)
+        if result is not None:
+            statuses.setdefault(probe.surface, []).append(result.status)
+    return tuple(
+        surface
+        for surface in serves(recording.server)
+        if not (statuses.get(surface) and all(status == 404 for status in statuses[surface]))
+    )
 
 
 def unserved(result: ProbeResult | None, surface: str, served: Sequence[str]) -> bool:
@@ -442,14 +447,18 @@ def _exchanges(path: Path) -> tuple[ShownExchange, ...]:
         loaded = load_exchanges(path)
     except CassetteError as error:
         raise PageError(f"cassette {path}: expected a vcrpy cassette, could not read it ({error})") from None
-    return tuple(
-        ShownExchange(
-            request_line=f"{exchange.method} {exchange.path}",
-            request_body=_excerpt(exchange.request_body),
-            status=str(exchange.status),
-            response_excerpt=_excerpt(exchange.text),
-        )
-        for exchange in loaded[:MAX_EXCHANGES]
+    return tuple(_shown(exchange) for exchange in loaded[:MAX_EXCHANGES])
+
+
+@functools.lru_cache(maxsize=4096)
+def _shown(exchange: Exchange) -> ShownExchange:
+    """An exchange as the page shows it, made once per parsed cassette (a page shows each recording's
+    cassettes, and a report run renders the page for every layout it writes)."""
+    return ShownExchange(
+        request_line=f"{exchange.method} {exchange.path}",
+        request_body=_excerpt(exchange.request_body),
+        status=str(exchange.status),
+        response_excerpt=_excerpt(exchange.text),
     )
 
 
