@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from _source import nodes
 
 import jevper
 
@@ -39,7 +40,7 @@ def imports() -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         names: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in nodes(path):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("jevper"):
                 names.add(node.module)
                 if node.module == "jevper":
@@ -200,7 +201,7 @@ def test_only_the_shared_connection_imports_aiohttp() -> None:
         if any(
             (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "aiohttp" for a in node.names))
             or (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "aiohttp")
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            for node in nodes(path)
         )
     }
     assert importers == {"jevper._http"}

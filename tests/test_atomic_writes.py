@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from _source import nodes
 
 from jevper.batch._parts import Parts
 from jevper.evaluate import Binding, Calibration, Calibrator, QuestionCalibration
@@ -122,7 +123,7 @@ def test_a_text_that_cannot_be_encoded_leaves_nothing_behind(tmp_path: Path) -> 
 
 def _writes_files_by_hand(path: Path) -> list[str]:
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in nodes(path):
         if isinstance(node, ast.Attribute) and node.attr in {
             "replace",
             "write_text",

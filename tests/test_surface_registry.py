@@ -11,6 +11,7 @@ import typing
 from pathlib import Path
 
 import pytest
+from _source import nodes
 
 from jevper import _wire, models
 from jevper._wire import (
@@ -41,17 +42,16 @@ ALLOWED = {
 def spelled_names(path: Path) -> list[tuple[str, int]]:
     """Every string constant (docstrings aside) that is a surface's name or quotes one (``api='messages'``),
     with its line."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
     docstrings = {
         id(node.body[0].value)
-        for node in ast.walk(tree)
+        for node in nodes(path)
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
         and node.body
         and isinstance(node.body[0], ast.Expr)
         and isinstance(node.body[0].value, ast.Constant)
     }
     found = []
-    for node in ast.walk(tree):
+    for node in nodes(path):
         if not isinstance(node, ast.Constant) or not isinstance(node.value, str) or id(node) in docstrings:
             continue
         for name in NAMES:

@@ -72,10 +72,12 @@ def test_the_vllm_home_follows_the_environment_override(
 def test_probe_modules_import_no_private_name_from_another_module() -> None:
     import ast
 
+    from _source import nodes
+
     package = Path(__file__).resolve().parents[2] / "jevper" / "probe"
     private = []
     for module in sorted(package.glob("*.py")):
-        for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+        for node in nodes(module):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("jevper.probe"):
                 private += [f"{module.name}: {a.name}" for a in node.names if a.name.startswith("_")]
     assert private == []
