@@ -12,9 +12,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import openai.types
-import pydantic
-
 from jevper._errors import JevperError, MalformedAnswerError
 from jevper._failure import judge
 from jevper._wire import (
@@ -705,15 +702,6 @@ def _d_unserved(last: Exchange) -> Verdict | None:
     return None
 
 
-def decision_schema(body: Any) -> list[str]:
-    """What keeps a body from validating as the openai SDK's `Decision`, one line per error."""
-    try:
-        openai.types.Decision.model_validate(body)
-    except pydantic.ValidationError as exc:
-        return [f"{'.'.join(map(str, e['loc'])) or 'the body'}: {e['msg']}" for e in exc.errors()]
-    return []
-
-
 def envelope_violations(exchange: Exchange) -> list[str]:
     """What keeps a refusal from OpenAI's `{"error": {"message", "type", "param", "code"}}` envelope."""
     body = exchange.json()
@@ -779,7 +767,7 @@ def decisions_conformance(probe: Probe, exchanges: Sequence[Exchange]) -> Verdic
     error = embedded_error(body, model=_model(last)) if "answers" not in body else None
     if error is not None:
         raise provider_error(error, decisions_route.SURFACE)
-    found = decision_schema(body) + decisions_route.body_violations(body, questions)
+    found = dialects.decision_schema(body) + decisions_route.body_violations(body, questions)
     shown = _answers_excerpt(body, last)
     if found:
         return _off_the_api(found, shown)
