@@ -14,6 +14,7 @@ from typing import ClassVar
 import pytest
 
 from jevper.probe import cli
+from jevper.testing.loopback import POLL_S
 
 RECORDED = Path(__file__).parents[1] / "fixtures" / "providers" / "llamacpp-b11549"
 
@@ -46,7 +47,7 @@ class _Refusing(BaseHTTPRequestHandler):
 def server() -> Iterator[tuple[str, type[_Refusing]]]:
     handler = type("Handler", (_Refusing,), {"posts": []})
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", handler
     finally:

@@ -15,6 +15,7 @@ import pytest
 from jevper.probe import cli
 from jevper.probe.presets import get_preset, states_release
 from jevper.servers import SpawnedServer
+from jevper.testing.loopback import POLL_S
 
 
 class _Llama(BaseHTTPRequestHandler):
@@ -47,7 +48,7 @@ class _Llama(BaseHTTPRequestHandler):
 def llama() -> Iterator[tuple[str, type[_Llama]]]:
     handler = type("Handler", (_Llama,), {"posts": []})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/v1", handler

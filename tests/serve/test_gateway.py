@@ -30,6 +30,7 @@ from jevper.serve.config import ConfigError
 from jevper.servers.process import free_port
 from jevper.testing.bodies import chat_label
 from jevper.testing.faults import FaultServer, running
+from jevper.testing.loopback import POLL_S
 
 KEY = "sk-gateway-test-3f9a"
 STATE = "I was charged twice for the same subscription this month."
@@ -459,7 +460,7 @@ def proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         monkeypatch.delenv(name.lower(), raising=False)
     _Proxy.targets = []
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Proxy)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"

@@ -19,6 +19,7 @@ from jevper._http import HTTPClient
 from jevper.serve import GatewayConfig
 from jevper.serve.config import ConfigError
 from jevper.testing.bodies import chat_label
+from jevper.testing.loopback import POLL_S
 
 
 @dataclass
@@ -48,7 +49,7 @@ def recorder() -> Iterator[tuple[str, Seen]]:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True)
     thread.start()
     try:
         yield f"127.0.0.1:{server.server_address[1]}", seen
