@@ -4,7 +4,9 @@ served per path in order, the requests kept, a named fault still winning, and no
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -127,3 +129,23 @@ def test_a_server_without_a_script_still_answers_a_post_with_the_healthy_answer(
     assert answer.status_code == 200
     assert answer.json()["choices"]
     assert [e.fault for e in server.log] == ["ok"]
+
+
+def test_a_stop_waits_only_while_a_connection_is_still_open() -> None:
+    # Each offline client test starts and stops one: a stop used to wait 50 ms whatever was left.
+    server = FaultServer().start()
+    with httpx.Client() as kept_alive:
+        assert kept_alive.get(f"{server.base_url()}/models").status_code == 200
+        started = time.monotonic()
+        server.stop()
+        assert time.monotonic() - started < 0.04
+    hanging = FaultServer().start()
+    with httpx.Client(timeout=5) as client, ThreadPoolExecutor(1) as pool:
+        asked = pool.submit(client.post, f"{hanging.base_url('hang-no-bytes')}/chat/completions", json={})
+        time.sleep(0.1)  # the request is in, its handler hangs
+        started = time.monotonic()
+        hanging.stop()
+        took = time.monotonic() - started
+        with pytest.raises(httpx.TransportError):
+            asked.result(5)
+    assert took < 1.0
