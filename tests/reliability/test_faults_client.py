@@ -185,10 +185,10 @@ def test_a_timeout_is_not_retried_so_a_hang_costs_one_timeout(faults: FaultServe
     seen = len(faults.log)
     started = time.monotonic()
     with pytest.raises(ProviderError, match=r"expected an answer within the [0-9.]+ s timeout"):
-        _client(faults, "hang-no-bytes", "responses", max_retries=5).system_one(
+        _client(faults, "hang-no-bytes", "responses", timeout=HANG_TIMEOUT, max_retries=5).system_one(
             state="x", questions={"q": QUESTION}
         )
-    assert time.monotonic() - started < TIMEOUT + 1.0
+    assert time.monotonic() - started < HANG_TIMEOUT + 1.0
     assert len(faults.log) - seen == 1
 
 
@@ -321,13 +321,13 @@ def test_the_async_client_refuses_a_50_mb_body_at_the_size_cap_with_memory_bound
 def test_the_async_client_cuts_a_slow_drip_off_at_the_timeout(faults: FaultServer) -> None:
     async def ask() -> None:
         sdk = openai.AsyncOpenAI(base_url=faults.base_url("slow-drip"), api_key="local")
-        client = AsyncSystemOneClient(sdk, model="fault-model", api="chat_completions", timeout=TIMEOUT)
+        client = AsyncSystemOneClient(sdk, model="fault-model", api="chat_completions", timeout=HANG_TIMEOUT)
         await client.system_one(state="x", questions={"q": QUESTION})
 
     started = time.monotonic()
     with pytest.raises(ProviderError, match=r"expected an answer within the [0-9.]+ s timeout"):
         asyncio.run(ask())
-    assert time.monotonic() - started < TIMEOUT + 1.0
+    assert time.monotonic() - started < HANG_TIMEOUT + 1.0
 
 
 @pytest.mark.parametrize("api", ["chat_completions", "messages", "systemone"])
