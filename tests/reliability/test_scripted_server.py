@@ -132,13 +132,17 @@ def test_a_server_without_a_script_still_answers_a_post_with_the_healthy_answer(
 
 
 def test_a_stop_waits_only_while_a_connection_is_still_open() -> None:
-    # Each offline client test starts and stops one: a stop used to wait 50 ms whatever was left.
-    server = FaultServer().start()
-    with httpx.Client() as kept_alive:
-        assert kept_alive.get(f"{server.base_url()}/models").status_code == 200
-        started = time.monotonic()
-        server.stop()
-        assert time.monotonic() - started < 0.04
+    # Each offline client test starts and stops one: a stop used to wait 50 ms whatever was left. The
+    # quickest of five stops, so that a busy machine's one slow stop does not decide.
+    stops = []
+    for _ in range(5):
+        server = FaultServer().start()
+        with httpx.Client() as kept_alive:
+            assert kept_alive.get(f"{server.base_url()}/models").status_code == 200
+            started = time.monotonic()
+            server.stop()
+            stops.append(time.monotonic() - started)
+    assert min(stops) < 0.03, stops
     hanging = FaultServer().start()
     with httpx.Client(timeout=5) as client, ThreadPoolExecutor(1) as pool:
         asked = pool.submit(client.post, f"{hanging.base_url('hang-no-bytes')}/chat/completions", json={})
