@@ -20,5 +20,5 @@ def test_a_loopback_server_answers_and_stops_within_a_few_polls() -> None:
         assert response.status == 200
     started = time.monotonic()
     server.stop()
-    # The standard library's poll of 0.5 s made a stop take up to that long.
-    assert time.monotonic() - started < max(5 * POLL_S, 0.15)
+    # The standard library's poll of 0.5 s made a stop right after a request take about that long.
+    assert time.monotonic() - started < max(5 * POLL_S, 0.25)
