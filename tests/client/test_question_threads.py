@@ -13,32 +13,12 @@ import pytest
 from openai import OpenAI
 
 from jevper import Choice, ProviderError, SystemOneClient
+from jevper.testing.bodies import chat_label
 
 INTENT = Choice(criteria={"billing": "money", "technical": "errors", "sales": "pricing"})
 SIX = {f"q{i}": INTENT for i in range(6)}
-LABEL = {
-    "choices": [
-        {
-            "index": 0,
-            "finish_reason": "stop",
-            "message": {"role": "assistant", "content": "A"},
-            "logprobs": {
-                "content": [
-                    {
-                        "token": "A",
-                        "logprob": -0.3,
-                        "top_logprobs": [
-                            {"token": "A", "logprob": -0.3},
-                            {"token": "B", "logprob": -1.5},
-                            {"token": "C", "logprob": -2.5},
-                        ],
-                    }
-                ]
-            },
-        }
-    ],
-    "usage": {"prompt_tokens": 5, "completion_tokens": 1},
-}
+#: A healthy label answer, queued for every question.
+LABEL = chat_label()
 
 
 def client(loopback: Any, threads: list[int]) -> SystemOneClient:
