@@ -14,6 +14,7 @@ from typing import Any
 
 import openai.types
 import pytest
+from _decisions_data import REFUSAL
 from openai import AsyncOpenAI, OpenAI
 
 from jevper import (
@@ -535,17 +536,7 @@ def test_the_answers_validate_as_openais_decision_in_question_order_with_names_k
 
 
 def test_a_question_the_model_refuses_is_a_refusal_and_the_others_still_answer(loopback: Any) -> None:
-    refusal = {
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "stop",
-                "message": {"role": "assistant", "content": None, "refusal": "I cannot help with that."},
-            }
-        ],
-        "usage": {"prompt_tokens": 20, "completion_tokens": 6},
-    }
-    for reply in (LABEL, refusal, LABEL):
+    for reply in (LABEL, REFUSAL, LABEL):
         loopback.reply("/chat/completions", 200, reply)
     response = client(
         loopback.url, api="chat_completions", method="logprobs", max_concurrency=1

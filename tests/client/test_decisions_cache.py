@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import openai.types
+from _decisions_data import INPUT, QUESTIONS, REFUSAL
 from openai import AsyncOpenAI, OpenAI
 from starlette.testclient import TestClient
 
@@ -20,27 +21,6 @@ from jevper.decisions import DecisionRefusal
 from jevper.serve import GatewayConfig, create_app
 from jevper.testing.bodies import chat_label
 from jevper.testing.faults import running
-
-QUESTIONS: list[dict[str, Any]] = [
-    {"type": "predicate", "name": "refund", "instructions": "Does the customer want money back?"},
-    {
-        "type": "choice",
-        "name": "topic",
-        "instructions": "What is the message about?",
-        "choices": [{"value": "billing"}, {"value": "shipping"}],
-    },
-]
-INPUT = "I was charged twice for the same subscription this month."
-REFUSAL = {
-    "choices": [
-        {
-            "index": 0,
-            "finish_reason": "stop",
-            "message": {"role": "assistant", "content": None, "refusal": "I cannot help with that."},
-        }
-    ],
-    "usage": {"prompt_tokens": 20, "completion_tokens": 6},
-}
 
 
 def client(loopback: Any, cache: Path, **options: Any) -> SystemOneClient:

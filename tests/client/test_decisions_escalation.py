@@ -12,6 +12,7 @@ from typing import Any
 
 import openai.types
 import pytest
+from _decisions_data import INPUT, QUESTIONS, REFUSAL
 from openai import AsyncOpenAI, OpenAI
 
 from jevper import AsyncSystemOneClient, ConfigError, Escalation, SystemOneClient
@@ -21,27 +22,6 @@ from jevper.decisions import DecisionChoice, DecisionPredicate, DecisionRefusal
 from jevper.testing.bodies import chat_label
 from jevper.testing.faults import FaultServer, running
 from jevper.testing.script import Script
-
-QUESTIONS: list[dict[str, Any]] = [
-    {"type": "predicate", "name": "refund", "instructions": "Does the customer want money back?"},
-    {
-        "type": "choice",
-        "name": "topic",
-        "instructions": "What is the message about?",
-        "choices": [{"value": "billing"}, {"value": "shipping"}],
-    },
-]
-INPUT = "I was charged twice for the same subscription this month."
-REFUSAL = {
-    "choices": [
-        {
-            "index": 0,
-            "finish_reason": "stop",
-            "message": {"role": "assistant", "content": None, "refusal": "I cannot help with that."},
-        }
-    ],
-    "usage": {"prompt_tokens": 20, "completion_tokens": 6},
-}
 
 
 def body(model: str, answers: dict[str, dict[str, Any]]) -> dict[str, Any]:
