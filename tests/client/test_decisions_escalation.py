@@ -50,15 +50,17 @@ def servers() -> Iterator[tuple[Script, Script, FaultServer, FaultServer]]:
         yield first, second, a, b
 
 
-def blocking(a: FaultServer, b: FaultServer, below: float) -> SystemOneClient:
+def blocking(a: FaultServer, b: FaultServer, below: float | str, **weak: Any) -> SystemOneClient:
+    """The small model's client, escalating below ``below`` to the large one's; ``weak`` sets the small
+    client's other settings (System One by default)."""
     strong = SystemOneClient(
         OpenAI(base_url=b.base_url(), api_key="none", max_retries=0), model="large", api="systemone"
     )
     return SystemOneClient(
         OpenAI(base_url=a.base_url(), api_key="none", max_retries=0),
         model="small",
-        api="systemone",
         escalate=Escalation(strong, below),
+        **{"api": "systemone", **weak},
     )
 
 
@@ -128,17 +130,8 @@ def test_a_refused_decisions_question_is_asked_again_of_the_second_client(
     first.reply("/chat/completions", 200, chat_label())
     first.reply("/chat/completions", 200, REFUSAL)
     second.reply("/systemone", 200, body("large", {"questions[0]": choice(0.9)}))
-    strong = SystemOneClient(
-        OpenAI(base_url=b.base_url(), api_key="none", max_retries=0), model="large", api="systemone"
-    )
-    weak = SystemOneClient(
-        OpenAI(base_url=a.base_url(), api_key="none", max_retries=0),
-        model="small",
-        api="chat_completions",
-        method="logprobs",
-        max_concurrency=1,
-        escalate=Escalation(strong, 0.5),  # any answer's top probability is at least 0.5: only the refusal
-    )
+    # Any answer's top probability is at least 0.5: only the refusal is asked again.
+    weak = blocking(a, b, 0.5, api="chat_completions", method="logprobs", max_concurrency=1)
     decision = weak.decisions.create(input=INPUT, questions=QUESTIONS)
     topic = decision.answers[1]
     assert isinstance(topic, DecisionChoice) and topic.choice == "billing"
@@ -208,17 +201,9 @@ def test_auto_holds_each_decisions_answer_to_its_questions_threshold_by_name_and
     # billing's own threshold (0.7) is above its 0.65; refund's 0.9 is above the question's 0.5.
     first.reply("/systemone", 200, body("small", {"questions[0]": noul(0.9), "questions[1]": choice(0.65)}))
     second.reply("/systemone", 200, body("large", {"questions[0]": choice(0.2)}))
-    strong = SystemOneClient(
-        OpenAI(base_url=b.base_url(), api_key="none", max_retries=0), model="large", api="systemone"
+    decision = blocking(a, b, "auto", calibration=calibration).decisions.create(
+        input=INPUT, questions=QUESTIONS
     )
-    weak = SystemOneClient(
-        OpenAI(base_url=a.base_url(), api_key="none", max_retries=0),
-        model="small",
-        api="systemone",
-        calibration=calibration,
-        escalate=Escalation(strong, "auto"),
-    )
-    decision = weak.decisions.create(input=INPUT, questions=QUESTIONS)
     routes = decision.debug["escalation"]["questions"]
     assert (routes["questions[0]"]["answered_by"], routes["questions[0]"]["below"]) == ("first", 0.5)
     assert (routes["questions[1]"]["answered_by"], routes["questions[1]"]["below"]) == ("second", 0.7)
@@ -230,14 +215,7 @@ def test_auto_without_a_threshold_for_a_decisions_question_is_refused_before_any
     servers: tuple[Script, Script, FaultServer, FaultServer],
 ) -> None:
     first, second, a, b = servers
-    strong = SystemOneClient(OpenAI(base_url=b.base_url(), api_key="none"), model="large", api="systemone")
-    weak = SystemOneClient(
-        OpenAI(base_url=a.base_url(), api_key="none"),
-        model="small",
-        api="systemone",
-        calibration=thresholds(topic=Threshold(0.9, 0.1, 200, top_probability=0.5)),
-        escalate=Escalation(strong, "auto"),
-    )
+    weak = blocking(a, b, "auto", calibration=thresholds(topic=Threshold(0.9, 0.1, 200, top_probability=0.5)))
     with pytest.raises(ConfigError, match="expected a guaranteed threshold for question 'refund'"):
         weak.decisions.create(input=INPUT, questions=QUESTIONS)
     assert first.requests == [] and second.requests == []
