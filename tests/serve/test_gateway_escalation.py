@@ -124,6 +124,16 @@ def test_escalate_below_auto_without_a_calibration_exits_2_before_anything_start
     assert "expected a calibration" in capsys.readouterr().err
 
 
+def escalated_kept_failed(first: Script, second: Script) -> None:
+    """Three calls' replies: one escalated (0.6 first, the second server's answer), one kept (0.9), one
+    whose escalation fails (0.7 first, the second server has not loaded its model)."""
+    first.reply("/chat/completions", 200, label(0.6))
+    second.reply("/chat/completions", 200, label(0.1))
+    first.reply("/chat/completions", 200, label(0.9))
+    first.reply("/chat/completions", 200, label(0.7))
+    second.reply("/chat/completions", 400, {"error": {"message": "model large is not loaded"}})
+
+
 def counted(metrics: str, route: str) -> dict[str, float]:
     """``jevper_serve_escalations_total`` of ``route`` in a /metrics text, by outcome."""
     found = {}
@@ -138,11 +148,7 @@ def test_metrics_count_each_question_escalated_kept_or_failed_by_route_never_by_
     upstreams: tuple[Script, Script, FaultServer, FaultServer],
 ) -> None:
     first, second, a, b = upstreams
-    first.reply("/chat/completions", 200, label(0.6))
-    second.reply("/chat/completions", 200, label(0.1))
-    first.reply("/chat/completions", 200, label(0.9))
-    first.reply("/chat/completions", 200, label(0.7))
-    second.reply("/chat/completions", 400, {"error": {"message": "model large is not loaded"}})
+    escalated_kept_failed(first, second)
     with gateway(a, b, 0.8) as app:
         for _ in range(3):
             assert app.post("/v1/systemone", json=ASKED).status_code == 200
@@ -169,11 +175,7 @@ def test_the_gateway_escalates_an_unsure_decisions_question_and_says_so_as_on_sy
     upstreams: tuple[Script, Script, FaultServer, FaultServer],
 ) -> None:
     first, second, a, b = upstreams
-    first.reply("/chat/completions", 200, label(0.6))
-    second.reply("/chat/completions", 200, label(0.1))
-    first.reply("/chat/completions", 200, label(0.9))
-    first.reply("/chat/completions", 200, label(0.7))
-    second.reply("/chat/completions", 400, {"error": {"message": "model large is not loaded"}})
+    escalated_kept_failed(first, second)
     with gateway(a, b, 0.8) as app:
         unsure = app.post("/v1/decisions", json=DECISION)
         sure = app.post("/v1/decisions", json=DECISION)
