@@ -180,7 +180,9 @@ def test_a_hanging_shadow_leaves_the_answers_latency_alone_and_a_full_queue_drop
         sample(metrics, "jevper_serve_shadow_requests_total", route="/v1/systemone", outcome="dropped") == 5
     )
     assert sample(metrics, "jevper_serve_shadow_queue") == 3
-    assert max(shadowed) < max(baseline) + 0.25, (sorted(baseline), sorted(shadowed))
+    # An answer that waited on the shadow would wait out its hang (the 60 s timeout); no answer comes near,
+    # though one may meet a stall of the loaded machine (0.42 s seen once in CI). The median is the latency.
+    assert max(shadowed) < max(baseline) + 2.0, (sorted(baseline), sorted(shadowed))
     assert sorted(shadowed)[len(shadowed) // 2] < sorted(baseline)[len(baseline) // 2] + 0.05
 
 
