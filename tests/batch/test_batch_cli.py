@@ -228,8 +228,8 @@ def test_a_server_that_failed_is_out_for_the_cool_down_the_command_line_gives(
     assert main(argv) == 3
     took = time.monotonic() - started
     # Given up after three failures in a row, the first two each followed by its cool-down (1 s and 2 s
-    # by default).
-    assert took < 1.0, took
+    # by default): under 2 s, with room for a stall of a loaded machine.
+    assert took < 2.0, took
     assert "expected one of 1 server(s) to answer, got 3 failures in a row" in capsys.readouterr().err
 
 
