@@ -3,6 +3,7 @@ tests' HTTP clients trust."""
 
 from __future__ import annotations
 
+import gc
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -64,6 +65,15 @@ def live_server(request: pytest.FixtureRequest) -> Iterator[SpawnedServer]:
             yield server
     else:
         yield request.getfixturevalue("llamacpp")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure() -> None:
+    """The session's last step, after pytest's own last collection (which reports what the tests left):
+    the heap frozen, so that the interpreter's exit does not walk it again. A worker of the offline suite
+    holds a few hundred thousand objects by then and its exit collected them several times over, four
+    workers at once on the two cores while the run waited for them."""
+    gc.freeze()
 
 
 @pytest.fixture(scope="session")
