@@ -21,7 +21,15 @@ import uvicorn
 from backports import zstd
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
-from typesafe_sdk import Choice, Image, Noul, Score, TypeSafeClient, TypeSafeUnprocessableEntityError
+from typesafe_sdk import (
+    Choice,
+    Image,
+    Noul,
+    RetryPolicy,
+    Score,
+    TypeSafeClient,
+    TypeSafeUnprocessableEntityError,
+)
 
 from jevper.serve import GatewayConfig, create_app
 from jevper.serve.observe import RequestIdFilter
@@ -68,10 +76,10 @@ def gateway(upstream: FaultServer) -> Iterator[str]:
         yield root
 
 
-def sdk(root: str, sent: list[httpx2.Request]) -> TypeSafeClient:
+def sdk(root: str, sent: list[httpx2.Request], **settings: Any) -> TypeSafeClient:
     """The official SDK, with its zstd support installed, recording what it sends."""
     http = httpx2.Client(event_hooks={"request": [sent.append]}, timeout=60)
-    return TypeSafeClient(base_url=root, api_key=KEY, http_client=http)
+    return TypeSafeClient(base_url=root, api_key=KEY, http_client=http, **settings)
 
 
 def test_the_sdk_sends_a_long_state_compressed_with_zstd_and_gets_its_answers(gateway: str) -> None:
@@ -91,14 +99,15 @@ def test_the_sdk_sends_a_long_state_compressed_with_zstd_and_gets_its_answers(ga
 
 def test_the_sdks_image_assets_get_the_apis_501_for_a_model_that_reads_none(gateway: str) -> None:
     sent: list[httpx2.Request] = []
-    client = sdk(gateway, sent)
+    # The SDK retries every 5xx twice by default, after a backoff: once is the proof.
+    client = sdk(gateway, sent, retry=RetryPolicy(max_retries=0))
     with pytest.raises(Exception) as refused:
         client.system_one(
             ["What is in the photo?", {"asset": "photo"}],
             {"q": Noul(instructions="Is it a cat?")},
             assets={"photo": Image(PNG)},
         )
-    assert sent[-1].headers["content-type"].startswith("multipart/form-data")
+    assert len(sent) == 1 and sent[0].headers["content-type"].startswith("multipart/form-data")
     assert getattr(refused.value, "status", None) == 501, refused.value
     assert "reads no images" in str(refused.value)
 
