@@ -67,6 +67,17 @@ def live_server(request: pytest.FixtureRequest) -> Iterator[SpawnedServer]:
         yield request.getfixturevalue("llamacpp")
 
 
+# A test process holds what collection imported (both SDKs' types, pyarrow, the project) for the whole
+# session, and the tests add long-lived caches (parsed cassettes, syntax trees); the collector's full
+# passes walked all of it again and again. What collection left is frozen, out of the collector's reach,
+# and a full pass waits for four times as many younger collections as by default.
+gc.set_threshold(700, 10, 40)
+
+
+def pytest_collection_finish() -> None:
+    gc.freeze()
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure() -> None:
     """The session's last step, after pytest's own last collection (which reports what the tests left):
