@@ -102,6 +102,7 @@ def test_the_orders_are_asked_at_once_as_a_calls_questions_are_and_a_failed_orde
     client.system_one(state=STATE, questions={"topic": TOPIC})
     assert loopback.most_in_flight == 2
     # One order's reply unreadable: Decisions' refusal for that question, the other question answered.
+    loopback.delay = 0.0  # the delay only showed the two orders in flight at once
     loopback.reply("/chat/completions", 200, answered(FIRST))
     loopback.reply("/chat/completions", 200, {"object": "chat.completion", "choices": []})
     loopback.reply("/chat/completions", 200, answered({"A": 0.9, "B": 0.1}))
