@@ -78,6 +78,14 @@ def pytest_collection_finish() -> None:
     gc.freeze()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_terminal_summary() -> None:
+    # Back within the collector's reach before the summary: a plugin importing a library there may ask it
+    # who refers to an object (hypothesis, on the PRNGs registered at its import), which a frozen
+    # referrer does not answer.
+    gc.unfreeze()
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure() -> None:
     """The session's last step, after pytest's own last collection (which reports what the tests left):
