@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _chains import acyclic
 from anthropic import Anthropic, AsyncAnthropic
 from openai import AsyncOpenAI, OpenAI
 
@@ -39,18 +40,6 @@ def blocking(base_url: str, api: str, model: str, timeout: float = TIMEOUT) -> S
     return SystemOneClient(sdk, model=model, api=api, timeout=timeout)
 
 
-def acyclic(error: BaseException) -> None:
-    """The chain a traceback prints (each cause, else each unsuppressed context) ends: no error in it
-    comes back, and none is its own cause or context."""
-    seen: list[BaseException] = []
-    current: BaseException | None = error
-    while current is not None:
-        assert all(current is not earlier for earlier in seen), f"a cycle through {current!r:.120}"
-        assert current.__cause__ is not current and current.__context__ is not current
-        seen.append(current)
-        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
-
-
 def check(outcome: object) -> None:
     if isinstance(outcome, Exception):
         assert isinstance(outcome, JevperError), f"{type(outcome).__name__}: {outcome}"
@@ -61,6 +50,9 @@ def check(outcome: object) -> None:
     assert math.isclose(sum(answer.probabilities.values()), 1.0, abs_tol=1e-9)
 
 
+# The reliability matrix (tests/reliability/test_faults_client.py) asks the same faults on the same three
+# surfaces and asserts the exact error, its chain and the requests sent: this one only repeats its proof.
+@pytest.mark.slow
 @pytest.mark.parametrize("api", ["chat_completions", "responses", "messages"])
 @pytest.mark.parametrize("fault", sorted(set(FAULTS) - SEPARATE))
 def test_every_fault_ends_in_an_answer_or_a_jevper_error_within_the_timeout(

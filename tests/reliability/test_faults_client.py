@@ -17,6 +17,7 @@ from typing import Any
 import anthropic
 import openai
 import pytest
+from _chains import acyclic
 
 from jevper import (
     AsyncSystemOneClient,
@@ -136,11 +137,13 @@ def test_each_fault_ends_in_a_typed_error_or_a_real_distribution_within_the_boun
         elapsed = time.monotonic() - started
         assert type(error) is expected, f"{type(error).__name__}: {error}"
         assert "expected" in str(error), str(error)
+        acyclic(error)
     else:
         elapsed = time.monotonic() - started
         assert expected is ANSWER, f"expected {expected}, got an answer"
         assert_a_distribution(answer.answers["intent"].probabilities)  # type: ignore[union-attr]
     assert elapsed < BOUND_S, f"{elapsed:.2f} s"
+    assert not faults.crashed
     asked = len(faults.log) - seen
     if fault in RETRIED:
         assert asked == 1 + RETRIES[surface]
