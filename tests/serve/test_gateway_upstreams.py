@@ -127,24 +127,27 @@ def test_requests_spread_over_the_upstreams_by_room() -> None:
 
 def test_an_upstream_that_failed_is_out_for_the_gateways_cool_down() -> None:
     dead = f"http://127.0.0.1:{free_port()}/v1"
-    config = GatewayConfig(upstream=dead, model="m", api="chat_completions", recheck_s=60, cool_down_s=0.01)
+    config = GatewayConfig(upstream=dead, model="m", api="chat_completions", recheck_s=60, cool_down_s=0.15)
     with TestClient(create_app(config)) as client:
         started = time.monotonic()
         replies = [client.post("/v1/systemone", json=ONE).status_code for _ in range(3)]
         took = time.monotonic() - started
-    # Three failures in a row, the first two each followed by its cool-down (1 s and 2 s by default).
+    # The start-up check fails first, then the first two requests, each after the cool-down before it
+    # (0.15 s, then 0.3 s; 1 s and 2 s by default): three failures in a row, so the third request, within
+    # the next 0.6 s, finds the upstream out. At 10 ms, a loaded machine once sent it after that cool-down
+    # ended, and the upstream was asked again (a 502).
     assert replies == [502, 502, 503] and took < 2.0, (replies, took)
 
 
-#: The dead upstreams below are out for 10 ms, then 20 ms, instead of 1 s and 2 s: the cool-down itself is
-#: test_an_upstream_that_failed_is_out_for_the_gateways_cool_down's proof (and the pool's, in
+#: The dead upstreams below are out for 0.15 s, then 0.3 s, instead of 1 s and 2 s: the cool-down itself
+#: is test_an_upstream_that_failed_is_out_for_the_gateways_cool_down's proof (and the pool's, in
 #: tests/batch/test_batch_upstreams.py).
 def test_with_every_upstream_out_health_is_a_503_naming_each_to_a_caller_with_a_key(
     healthy: FaultServer,
 ) -> None:
     dead = [f"http://127.0.0.1:{free_port()}/v1", f"http://127.0.0.1:{free_port()}/v1"]
     with TestClient(
-        create_app(two(*dead, recheck_s=60, timeout=2, api_keys=(KEY,), cool_down_s=0.01))
+        create_app(two(*dead, recheck_s=60, timeout=2, api_keys=(KEY,), cool_down_s=0.15))
     ) as client:
         reply = client.post("/v1/systemone", json=ONE, headers=AUTH)
         assert reply.status_code == 502 and "every upstream asked failed" in reply.json()["detail"]["message"]
@@ -161,7 +164,7 @@ def test_health_and_the_503_tell_the_public_how_many_upstreams_are_out_but_not_w
     dead = [secret, f"http://127.0.0.1:{free_port()}/v1"]
     for keys in ((), (KEY,)):
         with TestClient(
-            create_app(two(*dead, recheck_s=60, timeout=2, api_keys=keys, cool_down_s=0.01))
+            create_app(two(*dead, recheck_s=60, timeout=2, api_keys=keys, cool_down_s=0.15))
         ) as client:
             headers = AUTH if keys else {}
             replies = [client.post("/v1/systemone", json=ONE, headers=headers) for _ in range(4)]
