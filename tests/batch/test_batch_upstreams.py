@@ -100,10 +100,11 @@ def test_a_429_with_retry_after_delays_that_server_only() -> None:
     # for a failure would be back after one), then again.
     assert after and min(after) >= 2.0
     # The other server went on answering meanwhile (one row per 20 ms or more under load), no gap in it
-    # near the paused server's second.
+    # near the paused server's second: a pool that stood still would leave one of a second or more (a
+    # failure's cool-down); 0.9 s leaves room for a stall of a loaded machine (0.42 s seen once in CI).
     during = [r.received_at for r in steady.requests if refused_at < r.received_at < refused_at + 2.0]
     assert len(during) >= 20
-    assert max(b - a for a, b in zip([refused_at, *during], [*during, refused_at + 2.0], strict=True)) < 0.5
+    assert max(b - a for a, b in zip([refused_at, *during], [*during, refused_at + 2.0], strict=True)) < 0.9
 
 
 def test_when_every_server_fails_over_and_over_the_pool_says_none_can_be_reached() -> None:
