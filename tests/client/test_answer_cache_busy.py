@@ -77,5 +77,6 @@ def test_a_cache_write_waiting_for_the_file_does_not_stop_the_event_loop(
     holder.close()
     assert answered.debug["cache"]["written"] is True
     assert AnswerCache(str(path)).get(answered.debug["cache"]["key"]) is not None
-    # The loop kept ticking while the write waited for the lock (blocked, one gap would be ~HELD_S).
-    assert longest < HELD_S / 2, f"the event loop stood still for {longest:.3f} s during the cache write"
+    # The loop kept ticking while the write waited for the lock (blocked, one gap would be nearly HELD_S;
+    # 0.7 of it leaves room for a stall of a loaded machine, 0.42 s seen once in CI).
+    assert longest < HELD_S * 0.7, f"the event loop stood still for {longest:.3f} s during the cache write"

@@ -14,11 +14,15 @@ def _answer(method: str, path: str, body: Any, size: int) -> tuple[int, Any]:
 
 
 def test_a_loopback_server_answers_and_stops_within_a_few_polls() -> None:
-    server = LoopbackServer(_answer, "stops-at-once")
-    server.start()
-    with urllib.request.urlopen(f"{server.base_url}/models", timeout=5) as response:
-        assert response.status == 200
-    started = time.monotonic()
-    server.stop()
-    # The standard library's poll of 0.5 s made a stop right after a request take about that long.
-    assert time.monotonic() - started < max(5 * POLL_S, 0.25)
+    stops = []
+    for _ in range(3):
+        server = LoopbackServer(_answer, "stops-at-once")
+        server.start()
+        with urllib.request.urlopen(f"{server.base_url}/models", timeout=5) as response:
+            assert response.status == 200
+        started = time.monotonic()
+        server.stop()
+        stops.append(time.monotonic() - started)
+    # The standard library's poll of 0.5 s made every stop right after a request take about that long;
+    # the quickest of three, so that one stall of a loaded machine does not decide.
+    assert min(stops) < max(5 * POLL_S, 0.25), stops
