@@ -3,9 +3,11 @@ answer by a rule of their own (``moving``, ``dialects``) rather than by the faul
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socketserver
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -28,6 +30,32 @@ def request_headers() -> Mapping[str, str]:
 POLL_S = 0.02
 
 
+def start_serving(server: socketserver.BaseServer, name: str) -> threading.Thread:
+    """``server`` served on a daemon thread, which looks every POLL_S whether it was asked to stop."""
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": POLL_S}, name=name, daemon=True
+    )
+    thread.start()
+    return thread
+
+
+def stop_serving(server: socketserver.BaseServer, thread: threading.Thread) -> None:
+    """Ends what ``start_serving`` started: the loop stopped, the socket closed, the thread gone."""
+    server.shutdown()
+    server.server_close()
+    thread.join(10)
+
+
+@contextlib.contextmanager
+def served_on_a_thread(server: socketserver.BaseServer, name: str = "loopback") -> Iterator[None]:
+    """``server`` served on its own thread for the block (a test's server of its own handler)."""
+    thread = start_serving(server, name)
+    try:
+        yield
+    finally:
+        stop_serving(server, thread)
+
+
 class LoopbackServer:
     """Serves `answerer` on 127.0.0.1; `start()` runs it on a daemon thread, `stop()` ends it."""
 
@@ -43,17 +71,13 @@ class LoopbackServer:
         return f"http://{host!s}:{port}/v1"
 
     def start(self) -> None:
-        # stop() waits for the serving loop to look at its flag, every POLL_S.
-        self._thread = threading.Thread(
-            target=self._http.serve_forever, kwargs={"poll_interval": POLL_S}, name=self._name, daemon=True
-        )
-        self._thread.start()
+        self._thread = start_serving(self._http, self._name)
 
     def stop(self) -> None:
-        self._http.shutdown()
-        self._http.server_close()
-        if self._thread is not None:
-            self._thread.join(10)
+        if self._thread is None:
+            self._http.server_close()
+            return
+        stop_serving(self._http, self._thread)
 
 
 def _handler(answerer: Answerer) -> type[BaseHTTPRequestHandler]:

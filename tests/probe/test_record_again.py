@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import ClassVar
 import pytest
 
 from jevper.probe import cli
-from jevper.testing.loopback import POLL_S
+from jevper.testing.loopback import served_on_a_thread
 
 RECORDED = Path(__file__).parents[1] / "fixtures" / "providers" / "llamacpp-b11549"
 
@@ -47,11 +46,8 @@ class _Refusing(BaseHTTPRequestHandler):
 def server() -> Iterator[tuple[str, type[_Refusing]]]:
     handler = type("Handler", (_Refusing,), {"posts": []})
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True).start()
-    try:
+    with served_on_a_thread(httpd):
         yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", handler
-    finally:
-        httpd.shutdown()
 
 
 @pytest.fixture

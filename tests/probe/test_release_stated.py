@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 from jevper.probe import cli
 from jevper.probe.presets import get_preset, states_release
 from jevper.servers import SpawnedServer
-from jevper.testing.loopback import POLL_S
+from jevper.testing.loopback import served_on_a_thread
 
 
 class _Llama(BaseHTTPRequestHandler):
@@ -48,12 +47,8 @@ class _Llama(BaseHTTPRequestHandler):
 def llama() -> Iterator[tuple[str, type[_Llama]]]:
     handler = type("Handler", (_Llama,), {"posts": []})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True)
-    thread.start()
-    try:
+    with served_on_a_thread(server):
         yield f"http://127.0.0.1:{server.server_address[1]}/v1", handler
-    finally:
-        server.shutdown()
 
 
 @pytest.mark.parametrize("build_info", ["b0-unknown", "b1-7e4c0a9"])

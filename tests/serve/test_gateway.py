@@ -12,7 +12,6 @@ import json
 import logging
 import subprocess
 import sys
-import threading
 import types
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, ClassVar
@@ -30,7 +29,7 @@ from jevper.serve.config import ConfigError
 from jevper.servers.process import free_port
 from jevper.testing.bodies import chat_label
 from jevper.testing.faults import FaultServer, running
-from jevper.testing.loopback import POLL_S
+from jevper.testing.loopback import served_on_a_thread
 
 KEY = "sk-gateway-test-3f9a"
 STATE = "I was charged twice for the same subscription this month."
@@ -460,13 +459,8 @@ def proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         monkeypatch.delenv(name.lower(), raising=False)
     _Proxy.targets = []
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Proxy)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True)
-    thread.start()
-    try:
+    with served_on_a_thread(server):
         yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_the_upstream_is_reached_through_the_environments_proxy(

@@ -8,7 +8,6 @@ import asyncio
 import base64
 import http.server
 import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -19,7 +18,7 @@ from jevper._http import HTTPClient
 from jevper.serve import GatewayConfig
 from jevper.serve.config import ConfigError
 from jevper.testing.bodies import chat_label
-from jevper.testing.loopback import POLL_S
+from jevper.testing.loopback import served_on_a_thread
 
 
 @dataclass
@@ -49,13 +48,8 @@ def recorder() -> Iterator[tuple[str, Seen]]:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True)
-    thread.start()
-    try:
+    with served_on_a_thread(server):
         yield f"127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def ask(sdk: HTTPClient) -> None:

@@ -18,7 +18,7 @@ import pytest
 
 from jevper.servers import process
 from jevper.servers.process import PORT, Launch, Running, SpawnError, free_port, launched, listener_elsewhere
-from jevper.testing.loopback import POLL_S
+from jevper.testing.loopback import served_on_a_thread
 
 
 def http_server(tmp_path: Path, port: int | None = None) -> Launch:
@@ -86,13 +86,8 @@ def test_a_server_whose_port_another_process_bound_first_starts_again_on_another
 def another_server() -> Iterator[int]:
     """An HTTP server of someone else's, in this process, answering 200 on every path."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True)
-    thread.start()
-    try:
+    with served_on_a_thread(server):
         yield int(server.server_address[1])
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_a_server_is_not_taken_for_another_that_answers_on_the_port_it_was_given(
